@@ -1,0 +1,1 @@
+"""One module per `leanseg` sub-command; each defines `register(subparsers)`."""

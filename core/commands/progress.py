@@ -1,0 +1,57 @@
+"""A small text progress bar for the CLI: count, rate, ETA; plain lines when not a terminal."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class ProgressBar:
+    def __init__(self, total: int | None, label: str = "", unit: str = "it", stream: TextIO | None = None) -> None:
+        self.total = total
+        self.label = label
+        self.unit = unit
+        self.stream = stream or sys.stderr
+        self.count = 0
+        self.start = time.perf_counter()
+        self._last_draw = 0.0
+        self._interactive = self.stream.isatty()
+
+    def update(self, n: int = 1, postfix: str = "") -> None:
+        self.count += n
+        now = time.perf_counter()
+        finished = self.total is not None and self.count >= self.total
+        if finished or now - self._last_draw >= (0.2 if self._interactive else 5.0):
+            self._last_draw = now
+            self._draw(postfix)
+
+    def _draw(self, postfix: str) -> None:
+        elapsed = time.perf_counter() - self.start
+        rate = self.count / elapsed if elapsed > 0 else 0.0
+        if self.total:
+            fraction = min(self.count / self.total, 1.0)
+            bar = "#" * int(24 * fraction) + "-" * (24 - int(24 * fraction))
+            eta = (self.total - self.count) / rate if rate > 0 else float("nan")
+            text = f"{self.label} [{bar}] {self.count}/{self.total} {rate:.2f} {self.unit}/s ETA {_clock(eta)}"
+        else:
+            text = f"{self.label} {self.count} {rate:.2f} {self.unit}/s"
+        if postfix:
+            text += f" {postfix}"
+        if self._interactive:
+            self.stream.write("\r\x1b[2K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._interactive:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    if seconds != seconds or seconds == float("inf"):
+        return "--:--"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"

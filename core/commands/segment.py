@@ -1,0 +1,46 @@
+"""`leanseg segment IMAGE... --out DIR`: labels and overlay PNGs per image."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..events import JobEvent
+from ..jobs import segment_files
+from ..memory import format_bytes
+from .common import CommandError, add_inference_options, build_segmenter, report_error
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("segment", help="segment image files", description=__doc__)
+    parser.add_argument("images", nargs="+", type=Path, metavar="IMAGE")
+    parser.add_argument("--out", type=Path, required=True, help="output folder (created if missing)")
+    parser.add_argument("--no-overlay", action="store_true", help="write only NAME_labels.png")
+    add_inference_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        segmenter = build_segmenter(args)
+    except CommandError as err:
+        return report_error(err)
+    print(f"model {segmenter.loaded.path} on {segmenter.device}, engine {args.engine}, {args.precision}")
+
+    def show(event: JobEvent) -> None:
+        if event.kind == "image" and event.path is not None:
+            print(f"{event.path}  {event.message.split(': ', 1)[1]}  [{event.index + 1}/{event.count}]"
+                  if event.index is not None else event.message)
+        elif event.kind in ("plan", "warning", "info"):
+            print(f"  {event.message}")
+        elif event.kind == "error":
+            print(f"skipped: {event.message}", file=sys.stderr)
+
+    summary = segment_files(list(args.images), args.out, segmenter, write_overlay=not args.no_overlay,
+                            on_event=show)
+    ok = [r for r in summary.results if r.ok]
+    total = sum(r.seconds for r in ok)
+    peak = max((r.peak_bytes for r in ok), default=0)
+    print(f"{len(ok)} of {len(args.images)} image(s) segmented in {total:.2f} s, peak {format_bytes(peak)}, "
+          f"outputs in {args.out}" + (f"; {len(summary.failed)} failed" if summary.failed else ""))
+    return 0 if summary.all_ok else 1

@@ -1,0 +1,61 @@
+"""Write outputs atomically (temp file, then rename) and draw overlays."""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write `data` to `path` so that readers see either nothing or the whole file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def encode_png(pixels: np.ndarray) -> bytes:
+    """PNG bytes of (H, W) uint8/uint16 or (H, W, 3) RGB uint8."""
+    if pixels.ndim == 3:
+        pixels = cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR)
+    ok, buffer = cv2.imencode(".png", pixels)
+    if not ok:
+        raise ValueError(f"could not encode a PNG of shape {pixels.shape} {pixels.dtype}")
+    return buffer.tobytes()
+
+
+def write_png(path: str | Path, pixels: np.ndarray) -> Path:
+    """Encode and write atomically."""
+    return atomic_write_bytes(path, encode_png(pixels))
+
+
+def colourise(labels: np.ndarray, colours: Sequence[Sequence[int]]) -> np.ndarray:
+    """(H, W) class indices -> (H, W, 3) RGB uint8; indices past the palette are black."""
+    palette = np.zeros((256, 3), np.uint8)
+    palette[: len(colours)] = np.asarray(colours, np.uint8)
+    return palette[labels]
+
+
+def overlay(rgb: np.ndarray, labels: np.ndarray, colours: Sequence[Sequence[int]], alpha: float = 0.5) -> np.ndarray:
+    """Blend class colours over an (H, W, 3) uint8 image at `alpha` opacity."""
+    if rgb.shape[:2] != labels.shape:
+        raise ValueError(f"image {rgb.shape[:2]} and labels {labels.shape} differ in size")
+    return cv2.addWeighted(rgb, 1.0 - alpha, colourise(labels, colours), alpha, 0.0)
+
+
+def output_stem(image_path: str | Path) -> str:
+    """`photo.tif` -> `photo`; outputs are `photo_labels.png`, `photo_overlay.png`."""
+    return Path(image_path).stem

@@ -1,0 +1,100 @@
+"""Segment one image with a loaded model: the one entry point CLI, jobs and GUI share."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .device import resolve_device
+from .events import EventSink, JobCancelled, ignore_event
+from .io.images import ImageData, to_model_input
+from .memory import peak_bytes, reset_peak
+from .model.checkpoint import LoadedModel
+
+ENGINES = ("lean", "eager")
+PRECISIONS = ("fp32", "bf16")
+TILING_MODES = ("auto", "exact", "fast", "off")
+
+
+@dataclass(frozen=True)
+class InferenceOptions:
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    engine: str = "eager"  # lean (memory-lean engine) | eager (plain PyTorch)
+    precision: str = "fp32"  # fp32 | bf16
+    memory_budget: int | None = None  # bytes; None: a fraction of free device memory
+    tiling: str = "auto"  # auto (tile when the budget needs it) | exact | fast | off
+    want_probs: bool = False  # also return per-class probabilities (K, H, W)
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; valid: {', '.join(ENGINES)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {self.precision!r}; valid: {', '.join(PRECISIONS)}")
+        if self.tiling not in TILING_MODES:
+            raise ValueError(f"unknown tiling mode {self.tiling!r}; valid: {', '.join(TILING_MODES)}")
+        if self.memory_budget is not None and self.memory_budget <= 0:
+            raise ValueError(f"memory_budget must be positive bytes, got {self.memory_budget}")
+
+
+@dataclass
+class Segmentation:
+    labels: np.ndarray  # (H, W) uint8 class index per pixel
+    seconds: float  # inference time, preprocessing included
+    peak_bytes: int  # peak memory while inferring (device allocated, or process RSS high-water)
+    device: str
+    probs: np.ndarray | None = None  # (K, H, W) float32 when asked for
+    notes: list[str] = field(default_factory=list)  # e.g. what tiling the plan chose
+
+
+class Segmenter:
+    """Owns a model on a device and segments images with it."""
+
+    def __init__(self, loaded: LoadedModel, options: InferenceOptions | None = None) -> None:
+        self.loaded = loaded
+        self.options = options or InferenceOptions()
+        self.device = resolve_device(self.options.device)
+        self.model = loaded.model.eval().to(self.device)
+
+    @property
+    def info(self):  # type: ignore[no-untyped-def]
+        return self.loaded.info
+
+    def prepare(self, image: ImageData) -> torch.Tensor:
+        """(1, C, H, W) float32 on the device."""
+        info = self.loaded.info
+        array = to_model_input(image, info.config.in_channels, info.mean, info.std)
+        return torch.from_numpy(array)[None].to(self.device)
+
+    def segment(
+        self,
+        image: ImageData,
+        *,
+        cancel: threading.Event | None = None,
+        on_event: EventSink = ignore_event,
+    ) -> Segmentation:
+        """Labels (H, W) uint8 for one image; raises JobCancelled if `cancel` is set."""
+        if cancel is not None and cancel.is_set():
+            raise JobCancelled()
+        reset_peak(self.device)
+        start = time.perf_counter()
+        x = self.prepare(image)
+        labels, probs = self._run_eager(x)
+        seconds = time.perf_counter() - start
+        return Segmentation(
+            labels=labels,
+            seconds=seconds,
+            peak_bytes=peak_bytes(self.device),
+            device=str(self.device),
+            probs=probs,
+        )
+
+    def _run_eager(self, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
+        bf16 = self.options.precision == "bf16"
+        with torch.inference_mode(), torch.autocast(self.device.type, torch.bfloat16, enabled=bf16):
+            logits = self.model(x)[0].float()  # (K, H, W)
+            labels = logits.argmax(0).to(torch.uint8).cpu().numpy()
+            probs = logits.softmax(0).cpu().numpy() if self.options.want_probs else None
+        return labels, probs

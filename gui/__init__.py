@@ -1,0 +1,1 @@
+"""leanseg desktop app (PySide6 + pyqtgraph)."""

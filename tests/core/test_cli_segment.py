@@ -1,0 +1,67 @@
+"""`leanseg segment` end to end in a real subprocess."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from leanseg.core.io.images import read_image
+
+
+def _leanseg(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "leanseg.core", *args], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_segment_writes_labels_and_overlay_and_skips_bad_files(
+    tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path
+) -> None:
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"garbage")
+    out = tmp_path / "out"
+    result = _leanseg("segment", str(rgb_image), str(bad), "--out", str(out), "--model", str(tiny_checkpoint),
+                      "--device", "cpu")
+    assert result.returncode == 1, result.stderr
+    assert "bad.png" in result.stderr and "not an image" in result.stderr
+    assert "61x45" in result.stdout and "1 of 2 image(s) segmented" in result.stdout
+    labels = cv2.imread(str(out / "input_labels.png"), cv2.IMREAD_UNCHANGED)
+    assert labels.shape == (45, 61) and labels.dtype == np.uint8 and labels.max() < 4
+    assert read_image(out / "input_overlay.png").pixels.shape == (45, 61, 3)
+    assert sorted(p.name for p in out.iterdir()) == ["input_labels.png", "input_overlay.png"]
+
+
+def test_all_good_exits_zero(tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path) -> None:
+    result = _leanseg("segment", str(rgb_image), "--out", str(tmp_path / "o"), "--model", str(tiny_checkpoint))
+    assert result.returncode == 0, result.stderr
+
+
+def test_cuda_without_cuda_says_so(tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    result = _leanseg("segment", str(rgb_image), "--out", str(tmp_path), "--model", str(tiny_checkpoint),
+                      "--device", "cuda")
+    assert result.returncode == 2
+    assert "CUDA is not available" in result.stderr
+
+
+def test_bad_model_file_is_a_clear_error(tmp_path: Path, rgb_image: Path) -> None:
+    model = tmp_path / "model.safetensors"
+    model.write_bytes(b"\x00" * 100)
+    result = _leanseg("segment", str(rgb_image), "--out", str(tmp_path / "o"), "--model", str(model))
+    assert result.returncode == 2
+    assert str(model) in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_default_model_explains(tmp_path: Path, rgb_image: Path) -> None:
+    import os
+
+    env = dict(os.environ, LEANSEG_ASSETS=str(tmp_path / "no-assets"))
+    result = _leanseg("segment", str(rgb_image), "--out", str(tmp_path / "o"), env=env)
+    assert result.returncode == 2
+    assert "no default model is installed" in result.stderr and "--model" in result.stderr
