@@ -57,3 +57,25 @@ def parse_bytes(text: str) -> int:
     if unit not in units or value <= 0:
         raise ValueError(f"cannot read {text!r} as a size; units: {', '.join(u for u in units if u)}")
     return int(value * units[unit])
+
+
+class LiveBytesGauge:
+    """The engine's exact count of bytes in live tensors; sampled by the memory monitor.
+
+    The executor calls `set` after each step; readers see the latest value and the peak.
+    """
+
+    def __init__(self) -> None:
+        self.value = 0  # bytes live now (int writes are atomic under the GIL)
+        self.peak = 0  # highest value since `reset_peak`
+
+    def set(self, live_bytes: int) -> None:
+        self.value = live_bytes
+        if live_bytes > self.peak:
+            self.peak = live_bytes
+
+    def reset_peak(self) -> None:
+        self.peak = self.value
+
+
+engine_live_bytes = LiveBytesGauge()
