@@ -1,0 +1,1 @@
+"""Benchmarks behind `leanseg bench`: each configuration runs in its own subprocess."""

@@ -1,0 +1,101 @@
+"""Run one benchmark case in a fresh subprocess and read its peak memory and times.
+
+A case is a function `case(probe: Probe, **kwargs) -> dict` in an importable module. It sets up
+(model, input), warms up, calls `probe.start()` right before what is measured, and returns a dict
+of figures; the child adds `peak_bytes` (above the baseline at `probe.start()`). The child runs with
+MALLOC_MMAP_THRESHOLD_=65536 so that freed tensors go back to the OS and RSS follows live bytes.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+RESULT_MARKER = "@@leanseg-bench-result@@"
+
+
+class Probe:
+    """Peak memory above a baseline: VmHWM on the CPU, max_memory_allocated on CUDA."""
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.baseline = 0
+
+    def start(self) -> None:
+        """Forget the peak so far; the baseline is what is resident now."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.baseline = torch.cuda.memory_allocated(self.device)
+            return
+        Path("/proc/self/clear_refs").write_text("5")
+        self.baseline = _status_kb("VmRSS") * 1024
+
+    def peak_bytes(self) -> int:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            return int(torch.cuda.max_memory_allocated(self.device)) - self.baseline
+        return _status_kb("VmHWM") * 1024 - self.baseline
+
+
+def _status_kb(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{key} not in /proc/self/status")
+
+
+def median_seconds(fn: Callable[[], object], repeats: int = 3, warmup: int = 1) -> float:
+    """Median wall time of `fn` over `repeats` runs after `warmup` untimed runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def run_case(target: str, kwargs: dict[str, Any], threads: int = 2, timeout: float = 900.0) -> dict[str, Any]:
+    """Run `module:function` in a child process; returns its dict, or {'error': ...}."""
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS=str(threads))
+    spec = json.dumps({"target": target, "kwargs": kwargs, "threads": threads})
+    try:
+        proc = subprocess.run([sys.executable, "-m", __name__, spec], capture_output=True, text=True,
+                              env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_MARKER):
+            result: dict[str, Any] = json.loads(line[len(RESULT_MARKER):])
+            return result
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    if proc.returncode < 0 or proc.returncode == 137:
+        return {"error": f"killed (signal {-proc.returncode}; out of memory?)"}
+    return {"error": " | ".join(tail) or f"exit code {proc.returncode}"}
+
+
+def _child(spec_json: str) -> None:
+    spec = json.loads(spec_json)
+    torch.set_num_threads(int(spec["threads"]))
+    module_name, function_name = spec["target"].split(":")
+    case = getattr(importlib.import_module(module_name), function_name)
+    kwargs = spec["kwargs"]
+    probe = Probe(kwargs.get("device", "cpu"))
+    result = dict(case(probe, **kwargs))
+    result.setdefault("peak_bytes", probe.peak_bytes())
+    print(RESULT_MARKER + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])
