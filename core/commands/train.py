@@ -1,0 +1,61 @@
+"""`leanseg train --data DIR --spec SPEC.json --out RUN_DIR`: train MobileUNet or PlainUNet."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from ..assets import assets_dir
+from ..train.dataset import DatasetError
+from ..train.options import MODEL_KINDS, PRECISIONS, TrainConfig
+from .common import report_error
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    defaults = TrainConfig(data_dir="", spec_path="", out_dir="")
+    p = sub.add_parser("train", help="train a model on image/label pairs", description=__doc__)
+    p.add_argument("--data", type=Path, required=True, help="folder with train.txt/val.txt or split/images+labels")
+    p.add_argument("--spec", type=Path, default=assets_dir() / "datasets" / "camvid.json",
+                   help="dataset spec JSON (class names, colours, ignore index); default: CamVid's")
+    p.add_argument("--out", type=Path, required=True, help="run folder (resume state, best checkpoint)")
+    p.add_argument("--model", choices=MODEL_KINDS, default=defaults.model)
+    p.add_argument("--width", type=float, default=defaults.width, help=f"default {defaults.width}")
+    p.add_argument("--epochs", type=int, default=defaults.epochs, help=f"default {defaults.epochs}")
+    p.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    p.add_argument("--crop", type=int, nargs=2, default=defaults.crop, metavar=("H", "W"))
+    p.add_argument("--lr", type=float, default=defaults.lr)
+    p.add_argument("--precision", choices=PRECISIONS, default=defaults.precision)
+    p.add_argument("--checkpointing", action="store_true", help="activation checkpointing per block")
+    p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--val-every", type=int, default=defaults.val_every)
+    p.add_argument("--limit-images", type=int, default=0, help="use only the first N training pairs")
+    p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
+    p.add_argument("--export", type=Path, default=None, help="copy the best checkpoint here at the end")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..train.loop import export_best, train
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        config = TrainConfig(
+            data_dir=str(args.data), spec_path=str(args.spec), out_dir=str(args.out), model=args.model,
+            width=args.width, epochs=args.epochs, batch_size=args.batch_size, crop=tuple(args.crop), lr=args.lr,
+            precision=args.precision, checkpointing=args.checkpointing, seed=args.seed, device=args.device,
+            val_every=args.val_every, limit_images=args.limit_images,
+        )
+        command = "leanseg " + " ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--resume")
+        result = train(config, resume=args.resume, command=command, log=lambda line: print(line, flush=True))
+    except (ValueError, DatasetError) as err:
+        return report_error(err)
+    print(f"best val mIoU {result['best_miou']:.4f}: {result['best_path']}")
+    if args.export:
+        print(f"exported to {export_best(args.out, args.export)}")
+    return 0
