@@ -1,37 +1,48 @@
-"""Memory measurement shared by the CLI, jobs and GUI (no Qt)."""
+"""Memory measurement shared by the CLI, jobs and GUI (no Qt).
+
+Telemetry lives in `memory_sources` (MemorySample, per-device readers), `memory_monitor`
+(MemoryMonitor), `memory_cache` (register_cache, empty_cache) and `memory_log` (CSV); all are
+re-exported here, so `from leanseg.core.memory import MemoryMonitor` works.
+"""
 from __future__ import annotations
 
-from pathlib import Path
-
-import psutil
 import torch
 
-_CLEAR_REFS = Path("/proc/self/clear_refs")
-_STATUS = Path("/proc/self/status")
+from .memory_cache import empty_cache, register_cache, release_caches
+from .memory_log import MemoryLog, read_memory_csv, write_memory_csv
+from .memory_monitor import MemoryMonitor, event_mark_label
+from .memory_sources import (
+    RESIDENT_HIGH_WATER,
+    SOURCE_CUDA,
+    SOURCE_GLIBC,
+    SOURCE_RSS,
+    LiveBytesGauge,
+    MemorySample,
+    engine_live_bytes,
+)
+
+__all__ = [
+    "SOURCE_CUDA", "SOURCE_GLIBC", "SOURCE_RSS", "LiveBytesGauge", "MemoryLog", "MemoryMonitor", "MemorySample",
+    "empty_cache", "engine_live_bytes", "event_mark_label", "format_bytes", "parse_bytes", "peak_bytes",
+    "read_memory_csv", "register_cache", "release_caches", "reset_peak", "write_memory_csv",
+]
+
+_DEFAULT_WINDOW = RESIDENT_HIGH_WATER.open()  # the CPU peak window of reset_peak / peak_bytes
 
 
 def reset_peak(device: torch.device) -> None:
-    """Start a new peak window: CUDA's max_memory_allocated, or the process's VmHWM."""
+    """Start a new peak window: CUDA's max_memory_allocated, or the process's RSS high-water mark."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
         return
-    try:
-        _CLEAR_REFS.write_text("5")
-    except OSError:
-        pass  # not Linux, or not permitted: the peak then covers the process lifetime
+    RESIDENT_HIGH_WATER.take(_DEFAULT_WINDOW)  # shares VmHWM with running monitors (see ResidentHighWater)
 
 
 def peak_bytes(device: torch.device) -> int:
     """Peak since `reset_peak`: CUDA allocated bytes, or the process's resident high-water mark."""
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
-    try:
-        for line in _STATUS.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(psutil.Process().memory_info().rss)
+    return RESIDENT_HIGH_WATER.peak(_DEFAULT_WINDOW)
 
 
 def format_bytes(n: float) -> str:
@@ -57,25 +68,3 @@ def parse_bytes(text: str) -> int:
     if unit not in units or value <= 0:
         raise ValueError(f"cannot read {text!r} as a size; units: {', '.join(u for u in units if u)}")
     return int(value * units[unit])
-
-
-class LiveBytesGauge:
-    """The engine's exact count of bytes in live tensors; sampled by the memory monitor.
-
-    The executor calls `set` after each step; readers see the latest value and the peak.
-    """
-
-    def __init__(self) -> None:
-        self.value = 0  # bytes live now (int writes are atomic under the GIL)
-        self.peak = 0  # highest value since `reset_peak`
-
-    def set(self, live_bytes: int) -> None:
-        self.value = live_bytes
-        if live_bytes > self.peak:
-            self.peak = live_bytes
-
-    def reset_peak(self) -> None:
-        self.peak = self.value
-
-
-engine_live_bytes = LiveBytesGauge()

@@ -40,7 +40,7 @@ _INK = (40, 40, 40)
 _GRID = (225, 225, 225)
 _MARK = (90, 90, 90)
 _HLINE = (200, 40, 40)
-_MARGIN_LEFT, _MARGIN_RIGHT, _MARGIN_TOP, _MARGIN_BOTTOM = 90, 30, 50, 60
+_MARGIN_LEFT, _MARGIN_RIGHT, _MARGIN_TOP, _MARGIN_BOTTOM = 90, 30, 66, 60
 
 
 def _compact(value: float) -> str:
@@ -115,20 +115,20 @@ class _Canvas:
             self.text(y_format(float(tick)), (self.left - 6, v), anchor="right")
         cv2.rectangle(self.pixels, (self.left, self.top), (self.right, self.bottom), _INK, 1)
         width, height = self.pixels.shape[1], self.pixels.shape[0]
-        self.text(title, (width // 2, self.top // 2), scale=0.6, anchor="center")
+        self.text(title, (width // 2, 20), scale=0.6, anchor="center")
         self.text(x_label, ((self.left + self.right) // 2, height - 15), scale=0.5, anchor="center")
         self.vertical_text(y_label, (18, (self.top + self.bottom) // 2))
 
     def legend(self, names: Sequence[str]) -> None:
-        y = self.top + 14
-        for i, name in enumerate(names):
-            colour = PALETTE[i % len(PALETTE)]
+        """One row between the title and the plot, right-aligned: a colour swatch and the name per series."""
+        x, y = self.right, self.top - 16
+        for i, name in reversed(list(enumerate(names))):
             (w, _), _ = cv2.getTextSize(name, _FONT, 0.45, 1)
-            x = self.right - w - 36
-            cv2.rectangle(self.pixels, (x - 4, y - 9), (self.right - 6, y + 9), (255, 255, 255), -1)
-            cv2.line(self.pixels, (x, y), (x + 20, y), colour, 3, cv2.LINE_AA)
-            self.text(name, (x + 26, y))
-            y += 20
+            x -= w
+            self.text(name, (x, y))
+            x -= 26
+            cv2.line(self.pixels, (x, y), (x + 20, y), PALETTE[i % len(PALETTE)], 3, cv2.LINE_AA)
+            x -= 18
 
 
 def _padded_range(low: float, high: float, include_zero: bool) -> tuple[float, float]:
@@ -192,7 +192,10 @@ def line_chart(
     for row, (mark_x, label) in enumerate(marks):
         u, _ = canvas.px(float(mark_x), y_lo)
         canvas.dashed((u, canvas.top), (u, canvas.bottom), _MARK)
-        canvas.text(label, (u + 3, canvas.top + 10 + 14 * (row % 4)), scale=0.38, colour=_MARK)
+        (w, _), _ = cv2.getTextSize(label, _FONT, 0.38, 1)
+        left_of_line = u + 3 + w > canvas.right  # keep labels near the right edge inside the plot
+        canvas.text(label, (u - 3 if left_of_line else u + 3, canvas.top + 10 + 14 * (row % 4)), scale=0.38,
+                    colour=_MARK, anchor="right" if left_of_line else "left")
     for line_y, label in hlines:
         _, v = canvas.px(x_lo, float(line_y))
         canvas.dashed((canvas.left, v), (canvas.right, v), _HLINE)

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 from ..assets import default_model_path
-from ..memory import parse_bytes
+from ..events import EventSink, JobEvent
+from ..memory import MemoryMonitor, parse_bytes
 from ..model.checkpoint import CheckpointError, LoadedModel, load_checkpoint
 from ..predict import ENGINES, PRECISIONS, TILING_MODES, InferenceOptions, Segmenter
 
@@ -66,3 +69,42 @@ def build_segmenter(args: argparse.Namespace, want_probs: bool = False) -> Segme
 def report_error(err: Exception) -> int:
     print(f"leanseg: error: {err}", file=sys.stderr)
     return 2
+
+
+MEMORY_LOG_SECONDS = 4 * 3600.0  # a --memory-log keeps the last 4 hours at 10 Hz (about 7 MB in memory)
+
+
+def add_memory_log_option(parser: argparse.ArgumentParser) -> None:
+    """`--memory-log FILE.csv`: the memory timeline with job marks (draw it with `leanseg plot-memory`)."""
+    parser.add_argument("--memory-log", type=Path, default=None, metavar="FILE.csv",
+                        help="write the memory timeline (10 Hz) with job marks as CSV; "
+                             "draw it with `leanseg plot-memory FILE.csv --out FILE.png`")
+
+
+@contextmanager
+def memory_logging(path: Path | None, device: torch.device, sink: EventSink) -> Iterator[EventSink]:
+    """Sample `device` memory at 10 Hz while the block runs; write the CSV to `path` at the end.
+
+    Yields a sink that marks job events (start, tile, image, frame, done, error) on the timeline and
+    passes every event on to `sink`. With `path` None it yields `sink` itself and records nothing.
+    The CSV is written even when the block raises (a partial run is worth seeing).
+    """
+    if path is None:
+        yield sink
+        return
+    if path.is_dir():
+        raise CommandError(f"--memory-log {path} is a folder; give a file name such as {path / 'memory.csv'}")
+    monitor = MemoryMonitor(device, rate_hz=10.0, capacity_s=MEMORY_LOG_SECONDS)
+
+    def marking_sink(event: JobEvent) -> None:
+        monitor.mark_event(event)
+        sink(event)
+
+    monitor.start()
+    try:
+        yield marking_sink
+    finally:
+        monitor.sample_now()
+        monitor.close()
+        written = monitor.export_csv(path)
+        print(f"memory log ({monitor.source}, {len(monitor.snapshot()['time'])} samples) written to {written}")

@@ -8,7 +8,14 @@ from pathlib import Path
 from ..events import JobEvent
 from ..jobs import segment_files
 from ..memory import format_bytes
-from .common import CommandError, add_inference_options, build_segmenter, report_error
+from .common import (
+    CommandError,
+    add_inference_options,
+    add_memory_log_option,
+    build_segmenter,
+    memory_logging,
+    report_error,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output folder (created if missing)")
     parser.add_argument("--no-overlay", action="store_true", help="write only NAME_labels.png")
     add_inference_options(parser)
+    add_memory_log_option(parser)
     parser.set_defaults(run=run)
 
 
@@ -36,8 +44,12 @@ def run(args: argparse.Namespace) -> int:
         elif event.kind == "error":
             print(f"skipped: {event.message}", file=sys.stderr)
 
-    summary = segment_files(list(args.images), args.out, segmenter, write_overlay=not args.no_overlay,
-                            on_event=show)
+    try:
+        with memory_logging(args.memory_log, segmenter.device, show) as on_event:
+            summary = segment_files(list(args.images), args.out, segmenter, write_overlay=not args.no_overlay,
+                                    on_event=on_event)
+    except CommandError as err:
+        return report_error(err)
     ok = [r for r in summary.results if r.ok]
     total = sum(r.seconds for r in ok)
     peak = max((r.peak_bytes for r in ok), default=0)
