@@ -1,0 +1,79 @@
+"""`leanseg segment --memory-log` and `leanseg plot-memory`, end to end."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from leanseg.core.cli import main
+from leanseg.core.commands.common import CommandError, memory_logging
+from leanseg.core.commands.plot_memory import thin_marks
+from leanseg.core.events import JobEvent
+from leanseg.core.memory import read_memory_csv
+
+
+def test_segment_memory_log_then_plot_memory(tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    log_path = tmp_path / "logs" / "memory.csv"
+    done = subprocess.run([sys.executable, "-m", "leanseg.core", "segment", str(rgb_image), "--out",
+                           str(tmp_path / "out"), "--model", str(tiny_checkpoint), "--device", "cpu",
+                           "--memory-log", str(log_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"written to {log_path}" in done.stdout
+    log = read_memory_csv(log_path)
+    assert log.meta["device"] == "cpu" and log.series["time"].size >= 2
+    labels = [label for _, label in log.marks]
+    assert labels[0] == "start" and labels[-1] == "done" and "image 1/1" in labels
+    assert (log.series["allocated"] > 0).all() and (log.series["peak"] >= log.series["allocated"]).all()
+
+    png = tmp_path / "plot" / "memory.png"
+    assert main(["plot-memory", str(log_path), "--out", str(png)]) == 0
+    assert f"-> {png}" in capsys.readouterr().out
+    pixels = cv2.imread(str(png))
+    assert pixels is not None and pixels.shape == (540, 960, 3)
+
+
+def test_plot_memory_errors_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plot-memory", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "x.png")]) == 2
+    assert "missing.csv: no such file" in capsys.readouterr().err
+    other = tmp_path / "other.csv"
+    other.write_text("name,value\na,1\n")
+    assert main(["plot-memory", str(other), "--out", str(tmp_path / "x.png")]) == 2
+    assert "other.csv: not a leanseg memory log" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_memory_logging_marks_events_passes_them_on_and_writes_on_error(tmp_path: Path) -> None:
+    seen: list[JobEvent] = []
+    path = tmp_path / "memory.csv"
+    with pytest.raises(RuntimeError, match="job failed"):
+        with memory_logging(path, torch.device("cpu"), seen.append) as on_event:
+            on_event(JobEvent("start"))
+            on_event(JobEvent("plan", message="2 tiles"))
+            on_event(JobEvent("tile", index=0, count=2))
+            raise RuntimeError("job failed")
+    assert [event.kind for event in seen] == ["start", "plan", "tile"]
+    log = read_memory_csv(path)
+    assert [label for _, label in log.marks] == ["start", "tile 1/2"]
+    assert log.series["time"].size >= 2  # the first sample and the closing one
+
+
+def test_memory_logging_without_a_path_is_a_pass_through(tmp_path: Path) -> None:
+    seen: list[JobEvent] = []
+    with memory_logging(None, torch.device("cpu"), seen.append) as on_event:
+        assert on_event == seen.append
+    with pytest.raises(CommandError, match="is a folder"):
+        with memory_logging(tmp_path, torch.device("cpu"), seen.append):
+            pass
+
+
+def test_thin_marks_keeps_job_boundaries() -> None:
+    marks = [(0.0, "start")] + [(float(i), f"tile {i}/500") for i in range(1, 501)] + [(501.0, "done")]
+    thinned = thin_marks(marks, limit=30)
+    assert len(thinned) <= 30 and thinned[0] == (0.0, "start") and thinned[-1] == (501.0, "done")
+    assert np.all(np.diff([t for t, _ in thinned]) > 0)

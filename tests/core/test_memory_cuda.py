@@ -1,0 +1,55 @@
+"""CUDA memory telemetry; skipped where no GPU is present."""
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from leanseg.core.memory import SOURCE_CUDA, MemoryMonitor, empty_cache
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+MB = 10**6
+
+
+def test_cuda_allocated_reserved_peak_and_empty_cache() -> None:
+    device = torch.device("cuda", 0)
+    torch.ones(1, device=device)  # initialise CUDA
+    torch.cuda.synchronize(device)
+    monitor = MemoryMonitor("cuda:0")
+    assert monitor.source == SOURCE_CUDA
+    before = monitor.sample_now()
+    assert before.device == "cuda:0" and before.device_total and before.device_free
+    tensor = torch.ones(25_000_000, device=device)  # 100 MB
+    torch.cuda.synchronize(device)
+    during = monitor.sample_now()
+    assert during.allocated - before.allocated == 100 * MB  # the caching allocator rounds to 512 bytes
+    assert during.reserved >= during.allocated
+    del tensor
+    after = monitor.sample_now()
+    assert after.allocated == before.allocated
+    assert after.reserved - after.allocated >= 100 * MB  # cached by PyTorch
+    freed = monitor.empty_cache()
+    assert freed >= 100 * MB
+    assert monitor.sample_now().reserved <= after.reserved - 100 * MB
+    monitor.close()
+
+
+def test_cuda_spike_between_samples_shows_in_peak() -> None:
+    device = torch.device("cuda", 0)
+    torch.ones(1, device=device)
+    monitor = MemoryMonitor(device)
+    monitor.reset_peak()
+    before = monitor.sample_now()
+    tensor = torch.ones(25_000_000, device=device)
+    torch.cuda.synchronize(device)
+    time.sleep(0.05)
+    del tensor
+    after = monitor.sample_now()
+    assert after.peak_allocated - before.allocated >= 100 * MB
+    assert after.allocated == before.allocated
+    monitor.reset_peak()
+    assert monitor.sample_now().peak_allocated == before.allocated
+    assert empty_cache(device) >= 0
+    monitor.close()
