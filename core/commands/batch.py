@@ -1,0 +1,121 @@
+"""`leanseg batch IN_DIR --out OUT_DIR`: segment a folder; run it again to resume where it stopped.
+
+Per image: NAME_labels.png (class index per pixel), with --overlay NAME_overlay.png, with --probs
+NAME_probs.npy ((K, H, W) float16); sub-folders are mirrored with --recursive. OUT_DIR also gets
+summary.csv (one row per image) and manifest.json (what is finished). Files that fail are listed
+and skipped. Ctrl-C stops after the current image (twice: at once); nothing is left half-written.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from ..events import JobEvent
+from ..jobs.batch import BatchSummary, run_batch
+from ..jobs.batch_plan import BatchSettings
+from ..jobs.manifest import ManifestError
+from ..memory import format_bytes
+from .common import CommandError, add_inference_options, build_segmenter, report_error
+from .progress import ProgressBar
+
+EXIT_CODES = "exit code: 0 every image is segmented, 1 some failed, 2 usage error, 130 stopped before the end"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("batch", help="segment a folder of images (resumable)", description=__doc__,
+                            epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("in_dir", type=Path, metavar="IN_DIR", help="folder of images (never modified)")
+    parser.add_argument("--out", type=Path, required=True, metavar="OUT_DIR", help="output folder (created)")
+    parser.add_argument("--recursive", action="store_true", help="include sub-folders, mirrored in OUT_DIR")
+    parser.add_argument("--overlay", action="store_true", help="also write NAME_overlay.png")
+    parser.add_argument("--probs", action="store_true", help="also write NAME_probs.npy (K, H, W) float16")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="redo every image and replace existing outputs (default: resume, replace nothing)")
+    add_inference_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = BatchSettings(args.in_dir, args.out, recursive=args.recursive, write_overlay=args.overlay,
+                                 write_probs=args.probs, overwrite=args.overwrite)
+        segmenter = build_segmenter(args, want_probs=args.probs)
+    except (CommandError, ValueError) as err:
+        return report_error(err)
+    print(f"model {segmenter.loaded.path} on {segmenter.device}, engine {args.engine}, {args.precision}")
+    stop, cancel = threading.Event(), threading.Event()
+    sink = _ConsoleSink()
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if not stop.is_set():
+            stop.set()
+            sink.note("stopping after the current image (Ctrl-C again to stop at once)")
+        elif not cancel.is_set():
+            cancel.set()
+            sink.note("stopping now; the image in flight will be redone on resume")
+        else:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        summary = run_batch(settings, segmenter, cancel=cancel, stop_after_current=stop, on_event=sink)
+    except ManifestError as err:
+        return report_error(err)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sink.close()
+    _print_summary(summary)
+    if summary.cancelled:
+        return 130
+    return 0 if summary.all_ok else 1
+
+
+class _ConsoleSink:
+    """Progress bar on stderr for image events; errors as lines. Called from two threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bar: ProgressBar | None = None
+
+    def __call__(self, event: JobEvent) -> None:
+        with self._lock:
+            if event.kind == "start":
+                print(event.message, flush=True)
+                self._bar = ProgressBar(event.count, label="batch", unit="img")
+            elif event.kind in ("image", "error") and self._bar is not None:
+                if event.kind == "error":
+                    self._line(f"skipped: {event.message}")
+                name = Path(event.path).name if event.path else ""
+                self._bar.update(1, postfix=name)
+            elif event.kind in ("warning", "plan"):
+                self._line(event.message)
+
+    def note(self, message: str) -> None:
+        """A line from the signal handler; no lock (it may interrupt a holder on this thread)."""
+        print(f"\n{message}", file=sys.stderr, flush=True)
+
+    def _line(self, message: str) -> None:
+        interactive = self._bar is not None and self._bar.stream.isatty()
+        print(("\r\x1b[2K" if interactive else "") + message, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._bar is not None:
+                self._bar.close()
+
+
+def _print_summary(summary: BatchSummary) -> None:
+    ok = summary.ok
+    rate = len(summary.records) / summary.seconds if summary.seconds > 0 else 0.0
+    peak = max((r.peak_bytes for r in ok), default=0)
+    print(f"{summary.total} image(s): {len(ok)} segmented now, {summary.finished_before} finished before, "
+          f"{len(summary.failed)} failed, {summary.remaining} left; {rate:.2f} img/s, peak {format_bytes(peak)}")
+    for record in summary.failed:
+        print(f"failed: {record.error}", file=sys.stderr)
+    print(f"outputs in {summary.settings.out_dir} ({summary.summary_path.name}, {summary.manifest_path.name})")
+    if summary.cancelled:
+        print("stopped early: run the same command again to resume")

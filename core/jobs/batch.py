@@ -1,0 +1,164 @@
+"""The `batch` job: segment a folder of images, resumable, shared by `leanseg batch` and the GUI.
+
+    reader thread (decode, up to `prefetch` ahead) -> this thread (infer) -> writer thread
+    (encode, write atomically, record in the manifest)
+
+Cancel: `stop_after_current` is honoured between images; `cancel` also between tiles of a large
+image (the image in flight is then dropped, and redone on resume). Events may come from the
+writer thread: sinks must be thread-safe (the GUI's turn them into queued signals).
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from ..events import EventSink, JobCancelled, JobEvent, ignore_event
+from ..predict import Segmentation, Segmenter
+from .batch_image import ReadInput, check_outputs_free, error_record, finish_image, read_input
+from .batch_plan import BatchSettings, ImageTask, plan_batch, remove_stale_temp_files
+from .manifest import MANIFEST_NAME, SUMMARY_NAME, ImageRecord, Manifest
+from .prefetch import BackgroundWriter, Prefetcher
+
+
+@dataclass
+class BatchSummary:
+    settings: BatchSettings
+    total: int = 0  # images found in the input folder
+    finished_before: int = 0  # skipped: finished and intact from an earlier run
+    records: list[ImageRecord] = field(default_factory=list)  # this run's images, in finishing order
+    cancelled: bool = False  # stopped before every image was done
+    seconds: float = 0.0  # wall time of this run
+
+    @property
+    def ok(self) -> list[ImageRecord]:
+        return [r for r in self.records if r.status == "ok"]
+
+    @property
+    def failed(self) -> list[ImageRecord]:
+        return [r for r in self.records if r.status != "ok"]
+
+    @property
+    def remaining(self) -> int:
+        return self.total - self.finished_before - len(self.records)
+
+    @property
+    def all_ok(self) -> bool:
+        """Every input in the folder is segmented (now or before), none failed."""
+        return not self.cancelled and not self.failed and self.remaining == 0
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.settings.out_dir / MANIFEST_NAME
+
+    @property
+    def summary_path(self) -> Path:
+        return self.settings.out_dir / SUMMARY_NAME
+
+
+def model_fingerprint(segmenter: Segmenter) -> dict[str, str]:
+    """What determines the labels: the weights' sha256 and the precision (not the file name)."""
+    digest = hashlib.sha256()
+    path = segmenter.loaded.path
+    if path is not None and Path(path).is_file():
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    else:
+        for name, tensor in sorted(segmenter.loaded.model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    name = Path(path).name if path is not None else "(in memory)"
+    return {"model": name, "sha256": digest.hexdigest(), "precision": segmenter.options.precision}
+
+
+def run_batch(
+    settings: BatchSettings,
+    segmenter: Segmenter,
+    *,
+    cancel: threading.Event | None = None,
+    stop_after_current: threading.Event | None = None,
+    on_event: EventSink = ignore_event,
+) -> BatchSummary:
+    """Segment every image in `settings.in_dir` not already finished in `settings.out_dir`.
+
+    Raises ManifestError if the output folder holds another model's results (unless overwrite).
+    Bad inputs are recorded in summary.csv and skipped; the batch goes on.
+    """
+    start = time.perf_counter()
+    info = segmenter.info
+    if settings.write_probs and not segmenter.options.want_probs:
+        raise ValueError("write_probs needs a Segmenter made with InferenceOptions(want_probs=True)")
+    manifest = Manifest.open(settings.out_dir, model_fingerprint(segmenter), info.class_names,
+                             fresh=settings.overwrite)
+    remove_stale_temp_files(settings.out_dir)
+    plan = plan_batch(settings, manifest)
+    summary = BatchSummary(settings, total=plan.total, finished_before=len(plan.finished))
+    todo = len(plan.tasks)
+    on_event(JobEvent(
+        "start", f"{plan.total} image(s) in {settings.in_dir}: {todo} to segment, {len(plan.finished)} finished "
+        f"before; on {segmenter.device}", count=todo,
+        data={"total": plan.total, "finished_before": [manifest.records[k].to_json() for k in plan.finished]},
+    ))
+    lock = threading.Lock()
+
+    def done(record: ImageRecord) -> None:  # on the writer thread
+        with lock:
+            summary.records.append(record)
+            index = len(summary.records) - 1
+        source = str(settings.in_dir / record.source)
+        if record.status == "ok":
+            message = f"{record.source}: {record.width}x{record.height}, {record.seconds:.2f} s"
+            on_event(JobEvent("image", message, index=index, count=todo, path=source, data=record.to_json()))
+        else:
+            on_event(JobEvent("error", record.error, index=index, count=todo, path=source, data=record.to_json()))
+
+    def finish_ok(task: ImageTask, read: ReadInput, result: Segmentation) -> None:
+        done(finish_image(task, read, result, manifest, info.class_colours))
+
+    def finish_error(task: ImageTask, err: BaseException) -> None:
+        record = error_record(task, err)
+        manifest.finish(record)
+        done(record)
+
+    def stopping() -> bool:
+        return bool((cancel and cancel.is_set()) or (stop_after_current and stop_after_current.is_set()))
+
+    try:
+        with BackgroundWriter(depth=settings.prefetch) as writer, \
+                Prefetcher(plan.tasks, _read_checked, depth=settings.prefetch) as reader:
+            for task, read in reader:
+                if stopping():
+                    summary.cancelled = True
+                    break
+                if isinstance(read, BaseException):
+                    writer.submit(partial(finish_error, task, read))
+                    continue
+                try:
+                    result = segmenter.segment(read.image, cancel=cancel, on_event=on_event)
+                except JobCancelled:
+                    summary.cancelled = True
+                    break
+                except Exception as err:  # e.g. out of memory on this image: record it, go on
+                    writer.submit(partial(finish_error, task, err))
+                    continue
+                writer.submit(partial(finish_ok, task, read, result))
+    finally:
+        manifest.close()
+    summary.cancelled = summary.cancelled or (stopping() and summary.remaining > 0)
+    summary.seconds = time.perf_counter() - start
+    if summary.cancelled:
+        on_event(JobEvent("cancelled", f"stopped with {summary.remaining} image(s) left; run again to resume",
+                          index=len(summary.records), count=todo))
+    on_event(JobEvent("done", f"{len(summary.ok)} segmented, {len(summary.failed)} failed, "
+                      f"{summary.finished_before} finished before, {summary.remaining} left",
+                      count=todo, data={"seconds": summary.seconds}))
+    return summary
+
+
+def _read_checked(task: ImageTask) -> ReadInput:
+    check_outputs_free(task)  # before spending inference on it
+    return read_input(task)

@@ -1,0 +1,216 @@
+"""The batch manifest: which inputs are finished, with which outputs, so a batch can resume.
+
+On disk: `manifest.json` (a snapshot, replaced atomically) plus `manifest.journal.jsonl` (one line
+appended and fsynced per event since the snapshot). An image's line is on disk before `run_batch`
+moves on, so a SIGKILL loses at most the image in flight; the journal is folded into the snapshot
+(and `summary.csv` rewritten) every few seconds and at the end, so the cost stays linear in images.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..io.outputs import atomic_write_bytes
+
+MANIFEST_NAME = "manifest.json"
+JOURNAL_NAME = "manifest.journal.jsonl"
+SUMMARY_NAME = "summary.csv"
+FORMAT = "leanseg-batch-manifest/1"
+SNAPSHOT_EVERY_S = 5.0  # fold the journal into manifest.json at most this often (and at the end)
+
+
+class ManifestError(Exception):
+    """The output folder's manifest cannot be used; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    path: str  # relative to the output folder, '/'-separated
+    bytes: int  # size when written; a different size on disk means damaged
+
+
+@dataclass
+class ImageRecord:
+    """What happened to one input; the manifest's unit and one row of summary.csv."""
+
+    source: str  # input path relative to the input folder, '/'-separated (the manifest key)
+    status: str  # "ok" | "error"
+    error: str = ""  # why it failed, naming the file
+    input_bytes: int = 0  # the input's size and mtime when read: a changed input is redone
+    input_mtime_ns: int = 0
+    width: int = 0
+    height: int = 0
+    seconds: float = 0.0  # inference time
+    peak_bytes: int = 0  # peak memory while inferring
+    device: str = ""
+    class_fraction: list[float] = field(default_factory=list)  # share of pixels per class
+    outputs: dict[str, OutputFile] = field(default_factory=dict)  # kind (labels|overlay|probs) -> file
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ImageRecord:
+        outputs = {kind: OutputFile(**value) for kind, value in data.get("outputs", {}).items()}
+        return cls(**{**data, "outputs": outputs})
+
+
+class Manifest:
+    """Finished and in-progress images of one output folder; thread-safe."""
+
+    def __init__(self, out_dir: Path, fingerprint: dict[str, Any], class_names: tuple[str, ...]) -> None:
+        self.out_dir = out_dir
+        self.fingerprint = fingerprint  # what made the outputs: model (file name, sha256), precision
+        self.class_names = class_names
+        self.records: dict[str, ImageRecord] = {}
+        self.pending: dict[str, list[str]] = {}  # source -> outputs being written right now
+        self._lock = threading.Lock()
+        self._journal: io.TextIOWrapper | None = None
+        self._last_snapshot = time.monotonic()
+
+    @classmethod
+    def open(cls, out_dir: Path, fingerprint: dict[str, Any], class_names: tuple[str, ...],
+             fresh: bool = False) -> Manifest:
+        """Load the folder's manifest (snapshot + journal), or start an empty one when `fresh`."""
+        manifest = cls(out_dir, fingerprint, class_names)
+        if not fresh:
+            manifest._load()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        manifest._write_snapshot()  # records the fingerprint; an empty journal follows
+        return manifest
+
+    def _load(self) -> None:
+        path = self.out_dir / MANIFEST_NAME
+        if path.exists():
+            try:
+                data = json.loads(path.read_text())
+                if data.get("format") != FORMAT:
+                    raise ValueError(f"format {data.get('format')!r}, expected {FORMAT!r}")
+                records = {key: ImageRecord.from_json(value) for key, value in data["images"].items()}
+                pending = {key: list(value) for key, value in data.get("pending", {}).items()}
+            except (ValueError, KeyError, TypeError) as err:
+                raise ManifestError(f"{path}: not a readable batch manifest ({err}); pass --overwrite to start "
+                                    "this folder over, or choose another output folder") from err
+            if not _same_results(data.get("fingerprint"), self.fingerprint):
+                raise ManifestError(
+                    f"{self.out_dir} holds results made with {_describe(data.get('fingerprint'))}, not "
+                    f"{_describe(self.fingerprint)}; pass --overwrite to redo them, or choose another output folder"
+                )
+            self.records, self.pending = records, pending
+        journal = self.out_dir / JOURNAL_NAME
+        if journal.exists():
+            for line in journal.read_text(errors="replace").splitlines():
+                try:
+                    self._apply(json.loads(line))
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line torn by a kill: its image was in flight and is redone
+
+    def _apply(self, entry: dict[str, Any]) -> None:
+        if "pending" in entry:
+            self.pending[entry["pending"]] = list(entry["outputs"])
+        else:
+            record = ImageRecord.from_json(entry["record"])
+            self.records[record.source] = record
+            self.pending.pop(record.source, None)
+
+    def owned_outputs(self, source: str) -> set[str]:
+        """Outputs this folder's batches wrote (or began to write) for `source`: safe to replace."""
+        with self._lock:
+            record = self.records.get(source)
+            owned = {f.path for f in record.outputs.values()} if record else set()
+            return owned | set(self.pending.get(source, ()))
+
+    def finished(self, source: str, kinds: tuple[str, ...], input_bytes: int, input_mtime_ns: int) -> bool:
+        """True when `source` finished ok from this very input and each wanted output is intact."""
+        with self._lock:
+            record = self.records.get(source)
+        if record is None or record.status != "ok":
+            return False
+        if (record.input_bytes, record.input_mtime_ns) != (input_bytes, input_mtime_ns):
+            return False
+        for kind in kinds:
+            output = record.outputs.get(kind)
+            if output is None:
+                return False
+            try:
+                if (self.out_dir / output.path).stat().st_size != output.bytes:
+                    return False
+            except OSError:
+                return False
+        return True
+
+    def begin(self, source: str, outputs: list[str]) -> None:
+        """Note, before writing them, which outputs `source` is about to get."""
+        with self._lock:
+            self.pending[source] = list(outputs)
+            self._append({"pending": source, "outputs": list(outputs)})
+
+    def finish(self, record: ImageRecord) -> None:
+        """Record one finished (or failed) image durably; snapshot now and then."""
+        with self._lock:
+            self.records[record.source] = record
+            self.pending.pop(record.source, None)
+            self._append({"record": record.to_json()})
+            if time.monotonic() - self._last_snapshot >= SNAPSHOT_EVERY_S:
+                self._write_snapshot()
+
+    def close(self) -> None:
+        """Write the final snapshot and summary.csv; drop the journal."""
+        with self._lock:
+            self._write_snapshot()
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        if self._journal is None:
+            self._journal = open(self.out_dir / JOURNAL_NAME, "a", encoding="utf-8")  # noqa: SIM115
+        self._journal.write(json.dumps(entry) + "\n")
+        self._journal.flush()
+        os.fsync(self._journal.fileno())
+
+    def _write_snapshot(self) -> None:
+        data = {
+            "format": FORMAT,
+            "fingerprint": self.fingerprint,
+            "class_names": list(self.class_names),
+            "images": {key: self.records[key].to_json() for key in sorted(self.records)},
+            "pending": self.pending,
+        }
+        atomic_write_bytes(self.out_dir / MANIFEST_NAME, json.dumps(data, indent=1).encode())
+        atomic_write_bytes(self.out_dir / SUMMARY_NAME, summary_csv(self.records, self.class_names).encode())
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        (self.out_dir / JOURNAL_NAME).unlink(missing_ok=True)  # its lines are all in the snapshot now
+        self._last_snapshot = time.monotonic()
+
+
+def summary_csv(records: dict[str, ImageRecord], class_names: tuple[str, ...]) -> str:
+    """One row per input, sorted by path: size, time, peak memory, class shares, status, error."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["file", "width", "height", "seconds", "peak_bytes",
+                     *(f"fraction {name}" for name in class_names), "status", "error"])
+    for key in sorted(records):
+        record = records[key]
+        fractions = [f"{x:.6f}" for x in record.class_fraction] or [""] * len(class_names)
+        writer.writerow([record.source, record.width, record.height, f"{record.seconds:.4f}", record.peak_bytes,
+                         *fractions, record.status, record.error])
+    return buffer.getvalue()
+
+
+def _same_results(old: Any, new: dict[str, Any]) -> bool:
+    """Same weights and precision make the same labels; the model's file name may differ."""
+    return isinstance(old, dict) and all(old.get(key) == new.get(key) for key in ("sha256", "precision"))
+
+
+def _describe(fingerprint: Any) -> str:
+    if not isinstance(fingerprint, dict):
+        return "an unknown model"
+    return f"model {fingerprint.get('model', '?')} (sha256 {str(fingerprint.get('sha256', '?'))[:12]}), " \
+           f"precision {fingerprint.get('precision', '?')}"

@@ -1,0 +1,218 @@
+"""The batch job in-process: bad inputs, outputs, resume, damaged outputs, foreign files, cancel."""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import tifffile
+import torch
+
+from leanseg.core.events import JobEvent
+from leanseg.core.io.images import read_image
+from leanseg.core.jobs.batch import run_batch
+from leanseg.core.jobs.batch_plan import BatchSettings
+from leanseg.core.jobs.manifest import ManifestError
+from leanseg.core.model.checkpoint import load_checkpoint
+from leanseg.core.predict import InferenceOptions, Segmenter
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> object:
+    """Tiny models on a shared machine: one thread avoids oversubscription stalls."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _segmenter(checkpoint: Path, want_probs: bool = False) -> Segmenter:
+    return Segmenter(load_checkpoint(checkpoint), InferenceOptions(device="cpu", engine="eager",
+                                                                   want_probs=want_probs))
+
+
+def _write_images(folder: Path, count: int, seed: int = 0) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i in range(count):
+        path = folder / f"img{i:02d}.png"
+        cv2.imwrite(str(path), rng.integers(0, 255, (40, 56, 3), dtype=np.uint8))
+        paths.append(path)
+    return paths
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int, bytes]]:
+    """name -> (inode, mtime_ns, bytes) of every file under folder."""
+    return {p.relative_to(folder).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_bad_inputs_are_recorded_and_skipped_the_rest_segmented(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    good = _write_images(inputs, 2)
+    (inputs / "truncated.png").write_bytes(good[0].read_bytes()[:200])
+    (inputs / "notes.jpg").write_text("this is text, not a JPEG")
+    (inputs / "empty.png").write_bytes(b"")
+    tifffile.imwrite(inputs / "deep.tif", np.random.default_rng(1).integers(0, 65535, (40, 56), dtype=np.uint16))
+    cv2.imwrite(str(inputs / "alpha.png"), np.random.default_rng(2).integers(0, 255, (40, 56, 4), dtype=np.uint8))
+    before = _snapshot(inputs)
+    events: list[JobEvent] = []
+    summary = run_batch(BatchSettings(inputs, tmp_path / "out", write_overlay=True), _segmenter(tiny_checkpoint),
+                        on_event=events.append)
+
+    assert not summary.all_ok and not summary.cancelled and summary.remaining == 0
+    errors = {Path(r.source).name: r.error for r in summary.failed}
+    assert set(errors) == {"truncated.png", "notes.jpg", "empty.png"}
+    assert "truncated PNG" in errors["truncated.png"] and str(inputs / "truncated.png") in errors["truncated.png"]
+    assert "not an image" in errors["notes.jpg"]
+    assert "empty (0 bytes)" in errors["empty.png"]
+    assert sorted(r.source for r in summary.ok) == ["alpha.png", "deep.tif", "img00.png", "img01.png"]
+    for name in ("alpha", "deep", "img00", "img01"):
+        labels = cv2.imread(str(tmp_path / "out" / f"{name}_labels.png"), cv2.IMREAD_UNCHANGED)
+        assert labels.shape == (40, 56) and labels.dtype == np.uint8 and labels.max() < 4
+        assert read_image(tmp_path / "out" / f"{name}_overlay.png").pixels.shape == (40, 56, 3)
+    assert _snapshot(inputs) == before  # inputs untouched
+
+    rows = (tmp_path / "out" / "summary.csv").read_text().splitlines()
+    assert rows[0].startswith("file,width,height,seconds,peak_bytes,fraction class 0")
+    assert len(rows) == 8 and any(r.startswith("empty.png,") and "error" in r for r in rows)
+    ok_row = next(r for r in rows if r.startswith("deep.tif,")).split(",")
+    assert ok_row[1:3] == ["56", "40"] and abs(sum(float(x) for x in ok_row[5:9]) - 1.0) < 1e-4
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["images"]["img00.png"]["outputs"]["labels"]["path"] == "img00_labels.png"
+    assert not (tmp_path / "out" / "manifest.journal.jsonl").exists()
+    assert [e.kind for e in events][0] == "start" and events[-1].kind == "done"
+    assert sum(e.kind == "error" for e in events) == 3 and sum(e.kind == "image" for e in events) == 4
+
+
+def test_resume_skips_finished_and_redoes_damaged_or_missing(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    _write_images(inputs, 6)
+    out = tmp_path / "out"
+    settings = BatchSettings(inputs, out, write_overlay=True)
+    segmenter = _segmenter(tiny_checkpoint)
+    assert run_batch(settings, segmenter).all_ok
+    reference = _snapshot(out)
+    damaged = out / "img01_labels.png"
+    damaged.write_bytes(damaged.read_bytes()[:20])
+    (out / "img03_overlay.png").unlink()
+
+    summary = run_batch(settings, segmenter)
+    assert summary.all_ok and summary.finished_before == 4
+    assert sorted(r.source for r in summary.records) == ["img01.png", "img03.png"]
+    after = _snapshot(out)
+    for name in ("img00_labels.png", "img02_overlay.png", "img05_labels.png"):
+        assert after[name] == reference[name]  # not rewritten: same inode, mtime, bytes
+    assert after["img01_labels.png"][2] == reference["img01_labels.png"][2]
+    assert after["img03_overlay.png"][2] == reference["img03_overlay.png"][2]
+
+    third = run_batch(settings, segmenter)  # nothing left to do
+    assert third.all_ok and third.records == [] and third.finished_before == 6
+
+
+def test_existing_foreign_outputs_are_never_replaced_without_overwrite(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    _write_images(inputs, 2)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "img00_labels.png").write_bytes(b"somebody else's file")
+    segmenter = _segmenter(tiny_checkpoint)
+    summary = run_batch(BatchSettings(inputs, out), segmenter)
+    assert [r.source for r in summary.failed] == ["img00.png"]
+    assert "already exists" in summary.failed[0].error and "--overwrite" in summary.failed[0].error
+    assert (out / "img00_labels.png").read_bytes() == b"somebody else's file"
+
+    summary = run_batch(BatchSettings(inputs, out, overwrite=True), segmenter)
+    assert summary.all_ok and len(summary.records) == 2
+    assert cv2.imread(str(out / "img00_labels.png"), cv2.IMREAD_UNCHANGED).shape == (40, 56)
+
+
+def test_recursive_mirrors_subfolders_and_skips_an_output_folder_inside_the_input(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    inputs = tmp_path / "in"
+    _write_images(inputs, 1)
+    _write_images(inputs / "day" / "a", 1, seed=3)
+    cv2.imwrite(str(inputs / "img00.jpg"), np.zeros((40, 56, 3), np.uint8))  # same stem, other extension
+    out = inputs / "results"
+    segmenter = _segmenter(tiny_checkpoint)
+    summary = run_batch(BatchSettings(inputs, out, recursive=True), segmenter)
+    assert summary.all_ok and summary.total == 3
+    assert {p.relative_to(out).as_posix() for p in out.rglob("*_labels.png")} == {
+        "img00_png_labels.png", "img00_jpg_labels.png", "day/a/img00_labels.png"}
+    again = run_batch(BatchSettings(inputs, out, recursive=True), segmenter)  # outputs are not inputs
+    assert again.total == 3 and again.finished_before == 3
+    with pytest.raises(ValueError, match="is the input folder"):
+        BatchSettings(inputs, inputs)
+
+
+def test_stop_after_current_then_resume_finishes_the_rest(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    _write_images(inputs, 6)
+    out = tmp_path / "out"
+    stop = threading.Event()
+
+    def stop_after_two(event: JobEvent) -> None:
+        if event.kind == "image" and event.index == 1:
+            stop.set()
+
+    segmenter = _segmenter(tiny_checkpoint)
+    first = run_batch(BatchSettings(inputs, out), segmenter, stop_after_current=stop, on_event=stop_after_two)
+    assert first.cancelled and not first.all_ok and 2 <= len(first.records) < 6
+    assert not list(out.glob(".*.tmp"))
+    second = run_batch(BatchSettings(inputs, out), segmenter)
+    assert second.all_ok and second.finished_before == len(first.records)
+    assert len(second.records) == 6 - len(first.records)
+
+
+def test_cancel_before_start_writes_nothing(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    _write_images(inputs, 3)
+    cancel = threading.Event()
+    cancel.set()
+    summary = run_batch(BatchSettings(inputs, tmp_path / "out"), _segmenter(tiny_checkpoint), cancel=cancel)
+    assert summary.cancelled and summary.records == [] and summary.remaining == 3
+    assert not list((tmp_path / "out").glob("*_labels.png"))
+
+
+def test_probs_are_written_and_sum_to_one(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    _write_images(inputs, 1)
+    summary = run_batch(BatchSettings(inputs, tmp_path / "out", write_probs=True),
+                        _segmenter(tiny_checkpoint, want_probs=True))
+    assert summary.all_ok
+    probs = np.load(tmp_path / "out" / "img00_probs.npy")
+    assert probs.shape == (4, 40, 56) and probs.dtype == np.float16
+    np.testing.assert_allclose(probs.astype(np.float32).sum(0), 1.0, atol=5e-3)
+    with pytest.raises(ValueError, match="want_probs"):
+        run_batch(BatchSettings(inputs, tmp_path / "o2", write_probs=True), _segmenter(tiny_checkpoint))
+
+
+def test_another_models_results_are_refused(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    _write_images(inputs, 1)
+    out = tmp_path / "out"
+    run_batch(BatchSettings(inputs, out), _segmenter(tiny_checkpoint))
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["fingerprint"]["sha256"] = "0" * 64
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ManifestError, match="--overwrite"):
+        run_batch(BatchSettings(inputs, out), _segmenter(tiny_checkpoint))
+
+
+def test_stale_temp_files_and_torn_journal_lines_are_cleaned_up(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    _write_images(inputs, 2)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".img00_labels.png.ab12cd34.tmp").write_bytes(b"half")
+    (out / ".notes.txt.ab12cd34.tmp").write_bytes(b"not ours")
+    (out / "manifest.journal.jsonl").write_text('{"record": {"source": "img0')  # torn by a kill
+    summary = run_batch(BatchSettings(inputs, out), _segmenter(tiny_checkpoint))
+    assert summary.all_ok and len(summary.records) == 2
+    assert not (out / ".img00_labels.png.ab12cd34.tmp").exists()
+    assert (out / ".notes.txt.ab12cd34.tmp").exists()
