@@ -1,8 +1,8 @@
 """Memory measurement shared by the CLI, jobs and GUI (no Qt).
 
-Telemetry lives in `memory_sources` (MemorySample, per-device readers), `memory_monitor`
-(MemoryMonitor), `memory_cache` (register_cache, empty_cache) and `memory_log` (CSV); all are
-re-exported here, so `from leanseg.core.memory import MemoryMonitor` works.
+Telemetry lives in `memory_system` (glibc, /proc), `memory_sources` (MemorySample, per-device
+readers), `memory_monitor` (MemoryMonitor), `memory_cache` (register_cache, empty_cache) and
+`memory_log` (CSV); the public names are re-exported here (`from leanseg.core.memory import MemoryMonitor`).
 """
 from __future__ import annotations
 

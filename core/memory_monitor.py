@@ -103,7 +103,7 @@ class MemoryMonitor:
         cpu_start = time.thread_time()
         next_due = time.monotonic() + period
         while not self._stop.wait(max(0.0, next_due - time.monotonic())):
-            self.sample_now()
+            self.sample_now(fresh=False)
             self.sampling_cpu_seconds += time.thread_time() - cpu_start
             cpu_start = time.thread_time()
             next_due += period
@@ -116,9 +116,13 @@ class MemoryMonitor:
         """Seconds since `start`, the monitor's time axis."""
         return time.monotonic() - self._t0
 
-    def sample_now(self) -> MemorySample:
-        """Read one sample and append it to the buffer (the thread does this `rate_hz` times a second)."""
-        sample = self._reader.read(self.now(), engine_live_bytes.value)
+    def sample_now(self, fresh: bool = True) -> MemorySample:
+        """Read one sample and append it to the buffer (the thread does this `rate_hz` times a second).
+
+        The thread passes `fresh=False`: on a heap with very many free chunks, glibc's figures are then
+        re-read less often so that sampling stays cheap (see `CpuMemorySource`).
+        """
+        sample = self._reader.read(self.now(), engine_live_bytes.value, fresh)
         row = (sample.allocated, sample.reserved, sample.peak_allocated, sample.rss, sample.engine_live)
         with self._lock:
             index = self._count % self.capacity

@@ -11,20 +11,24 @@ Elsewhere (musl, macOS, Windows) allocated = reserved = RSS, and `MemorySample.s
 """
 from __future__ import annotations
 
-import ctypes
-import sys
 import threading
+import time
 from dataclasses import dataclass
-from pathlib import Path
 
-import psutil
 import torch
+
+from .memory_system import (
+    HAVE_GLIBC,
+    RESIDENT_HIGH_WATER,
+    glibc_allocated_reserved,
+    ram_total_available,
+    read_rss_hwm,
+)
 
 SOURCE_CUDA = "cuda"
 SOURCE_GLIBC = "glibc mallinfo2"
 SOURCE_RSS = "rss"
-_CLEAR_REFS = Path("/proc/self/clear_refs")
-_STATUS = Path("/proc/self/status")
+MALLINFO2_CPU_SHARE = 0.004  # the sampling thread spends at most this share of a core inside mallinfo2
 
 
 @dataclass(frozen=True)
@@ -65,144 +69,6 @@ class LiveBytesGauge:
 engine_live_bytes = LiveBytesGauge()
 
 
-# ---------------------------------------------------------------- glibc
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-
-def _load_glibc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallinfo2.restype = _MallInfo2
-        libc.mallinfo2.argtypes = []
-        libc.malloc_trim.restype = ctypes.c_int
-        libc.malloc_trim.argtypes = [ctypes.c_size_t]
-        return libc
-    except (OSError, AttributeError):  # musl, or glibc older than 2.33
-        return None
-
-
-_GLIBC = _load_glibc()
-_trim_lock = threading.Lock()
-_trimmed_free_bytes = 0  # free heap bytes malloc_trim returned to the OS that mallinfo2 still counts
-
-
-def glibc_allocated_reserved() -> tuple[int, int, int] | None:
-    """(allocated, reserved, free-in-heap) bytes from glibc's mallinfo2, or None without glibc."""
-    global _trimmed_free_bytes
-    if _GLIBC is None:
-        return None
-    info = _GLIBC.mallinfo2()
-    allocated = info.uordblks + info.hblkhd
-    with _trim_lock:  # trimmed pages come back as free chunks are reused, so the credit shrinks with them
-        _trimmed_free_bytes = min(_trimmed_free_bytes, info.fordblks)
-        reserved = info.arena + info.hblkhd - _trimmed_free_bytes
-    return allocated, max(reserved, allocated), info.fordblks
-
-
-def malloc_trim() -> bool:
-    """glibc's malloc_trim(0): return free heap memory to the OS; False without glibc."""
-    if _GLIBC is None:
-        return False
-    _GLIBC.malloc_trim(0)
-    return True
-
-
-def credit_trimmed(free_bytes_returned: int) -> None:
-    """Record free heap bytes malloc_trim handed back inside the heap (mallinfo2 still counts them)."""
-    global _trimmed_free_bytes
-    if _GLIBC is None:
-        return
-    with _trim_lock:
-        free_now = _GLIBC.mallinfo2().fordblks
-        _trimmed_free_bytes = min(_trimmed_free_bytes + max(0, free_bytes_returned), free_now)
-
-
-# ---------------------------------------------------------------- RSS and its high-water mark
-
-
-def read_rss_hwm() -> tuple[int, int | None]:
-    """(resident bytes now, resident high-water bytes since the last clear) of this process."""
-    try:
-        rss = hwm = None
-        for line in _STATUS.read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) * 1024
-            elif line.startswith("VmHWM:"):
-                hwm = int(line.split()[1]) * 1024
-        if rss is not None:
-            return rss, hwm
-    except OSError:
-        pass
-    return int(psutil.Process().memory_info().rss), None
-
-
-class ResidentHighWater:
-    """Windows over the process's RSS high-water mark that survive each other's resets.
-
-    The kernel keeps one VmHWM per process, reset by writing 5 to /proc/self/clear_refs. Every reset
-    goes through here and first folds the old VmHWM into every open window, so `reset_peak` /
-    `peak_bytes` and any number of monitors can share it. Code that writes clear_refs itself breaks
-    the windows: use `leanseg.core.memory.reset_peak` instead.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._window_peaks: dict[int, int] = {}
-        self._next_key = 0
-        self.clearable = _CLEAR_REFS.exists()
-
-    def _read_and_clear(self) -> tuple[int, int | None]:
-        rss, hwm = read_rss_hwm()
-        if hwm is not None and self.clearable:
-            try:
-                _CLEAR_REFS.write_text("5")
-            except OSError:
-                self.clearable = False
-        if hwm is not None:
-            for key, peak in self._window_peaks.items():
-                self._window_peaks[key] = max(peak, hwm)
-        return rss, hwm
-
-    def open(self) -> int:
-        """A new window starting now; returns its key."""
-        with self._lock:
-            rss, _ = self._read_and_clear()
-            key = self._next_key
-            self._next_key += 1
-            self._window_peaks[key] = rss
-            return key
-
-    def close(self, key: int) -> None:
-        with self._lock:
-            self._window_peaks.pop(key, None)
-
-    def take(self, key: int) -> tuple[int, int | None]:
-        """(RSS now, highest RSS since the window's last take or open); the window restarts now.
-
-        The high-water is None where the kernel keeps none or it cannot be reset (not Linux, no permission).
-        """
-        with self._lock:
-            rss, hwm = self._read_and_clear()
-            peak = self._window_peaks.get(key, rss)
-            self._window_peaks[key] = rss
-            return rss, (peak if hwm is not None and self.clearable else None)
-
-    def peak(self, key: int) -> int:
-        """Highest RSS since the window opened (RSS now where no high-water mark is kept)."""
-        with self._lock:
-            rss, hwm = read_rss_hwm()
-            return max(self._window_peaks.get(key, rss), hwm if hwm is not None else rss)
-
-
-RESIDENT_HIGH_WATER = ResidentHighWater()
-
-
 # ---------------------------------------------------------------- per-device readers
 
 
@@ -217,21 +83,33 @@ class CpuMemorySource:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.source = SOURCE_GLIBC if _GLIBC is not None else SOURCE_RSS
+        self.source = SOURCE_GLIBC if HAVE_GLIBC else SOURCE_RSS
         self._lock = threading.Lock()
         self._window = RESIDENT_HIGH_WATER.open()
         self._previous: tuple[int, int] | None = None  # (allocated, rss) at the previous read
         self._peak = 0
-        self._ram_total = psutil.virtual_memory().total
+        self._glibc_last: tuple[int, int] | None = None  # (allocated, reserved) at the last mallinfo2 call
+        self._glibc_next_at = 0.0  # monotonic time before which a throttled read reuses _glibc_last
 
-    def _allocated_reserved(self, rss: int) -> tuple[int, int]:
-        glibc = glibc_allocated_reserved()
-        return (glibc[0], glibc[1]) if glibc is not None else (rss, rss)
+    def _allocated_reserved(self, rss: int, fresh: bool) -> tuple[int, int]:
+        """mallinfo2 walks glibc's free lists (about 1 ms per 20,000 free chunks): unless `fresh`, call it
+        no more often than keeps its cost under MALLINFO2_CPU_SHARE of a core, reusing the last figures."""
+        if not HAVE_GLIBC:
+            return rss, rss
+        now = time.monotonic()
+        if fresh or self._glibc_last is None or now >= self._glibc_next_at:
+            cpu_before = time.thread_time()
+            glibc = glibc_allocated_reserved()
+            assert glibc is not None
+            self._glibc_next_at = now + (time.thread_time() - cpu_before) / MALLINFO2_CPU_SHARE
+            self._glibc_last = glibc[0], glibc[1]
+        return self._glibc_last
 
-    def read(self, time: float, engine_live: int) -> MemorySample:
+    def read(self, at_s: float, engine_live: int, fresh: bool = True) -> MemorySample:
+        """One sample at `at_s` seconds; `fresh` False lets a busy heap's allocator figures be reused."""
         with self._lock:
             rss, interval_hwm = RESIDENT_HIGH_WATER.take(self._window)  # RSS first: see class docstring
-            allocated, reserved = self._allocated_reserved(rss)
+            allocated, reserved = self._allocated_reserved(rss, fresh)
             peak = allocated
             if interval_hwm is not None and self._previous is not None:
                 allocated_then, rss_then = self._previous
@@ -239,14 +117,14 @@ class CpuMemorySource:
                 peak = max(peak, spike)
             self._previous = (allocated, rss)
             self._peak = max(self._peak, peak)
-            available = psutil.virtual_memory().available
-            return MemorySample(time, str(self.device), allocated, reserved, self._peak, rss,
-                                self._ram_total, available, self.source, engine_live)
+            total, available = ram_total_available()
+            return MemorySample(at_s, str(self.device), allocated, reserved, self._peak, rss, total, available,
+                                self.source, engine_live)
 
     def reset_peak(self) -> None:
         with self._lock:
             rss, _ = RESIDENT_HIGH_WATER.take(self._window)
-            allocated, _ = self._allocated_reserved(rss)
+            allocated, _ = self._allocated_reserved(rss, fresh=True)
             self._previous = (allocated, rss)
             self._peak = allocated
 
@@ -270,7 +148,8 @@ class CudaMemorySource:
         self._lock = threading.Lock()
         self._peak = 0
 
-    def read(self, time: float, engine_live: int) -> MemorySample:
+    def read(self, at_s: float, engine_live: int, fresh: bool = True) -> MemorySample:
+        """One sample at `at_s` seconds (CUDA figures are always fresh: reading them is cheap)."""
         with self._lock:
             allocated = int(torch.cuda.memory_allocated(self.device))
             reserved = int(torch.cuda.memory_reserved(self.device))
@@ -280,7 +159,7 @@ class CudaMemorySource:
             if torch.cuda.is_initialized():
                 free, total = (int(n) for n in torch.cuda.mem_get_info(self.device))
             rss, _ = read_rss_hwm()
-            return MemorySample(time, str(self.device), allocated, reserved, self._peak, rss, total, free,
+            return MemorySample(at_s, str(self.device), allocated, reserved, self._peak, rss, total, free,
                                 self.source, engine_live)
 
     def reset_peak(self) -> None:

@@ -11,10 +11,11 @@ import sys
 
 import pytest
 
-from leanseg.core.memory_sources import SOURCE_GLIBC, glibc_allocated_reserved
+from leanseg.core.memory_sources import SOURCE_GLIBC
+from leanseg.core.memory_system import HAVE_GLIBC
 
 MB = 10**6
-needs_glibc = pytest.mark.skipif(glibc_allocated_reserved() is None, reason="needs glibc's mallinfo2")
+needs_glibc = pytest.mark.skipif(not HAVE_GLIBC, reason="needs glibc's mallinfo2")
 
 _CHILD_PRELUDE = """
 import json, time, torch
