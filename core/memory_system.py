@@ -176,12 +176,12 @@ class ResidentHighWater:
         return rss, hwm
 
     def open(self) -> int:
-        """A new window starting now; returns its key."""
+        """A new window; returns its key. Opening resets nothing (no side effect on VmHWM), so until its
+        first `take` the window also covers the time since VmHWM was last reset (or the process began)."""
         with self._lock:
-            rss, _ = self._read_and_clear()
             key = self._next_key
             self._next_key += 1
-            self._window_peaks[key] = rss
+            self._window_peaks[key] = 0
             return key
 
     def close(self, key: int) -> None:
