@@ -9,10 +9,12 @@ import numpy as np
 import torch
 
 from .device import resolve_device
+from .engine.oom import FaultInjection
 from .events import EventSink, JobCancelled, ignore_event
 from .io.images import ImageData, to_model_input
 from .memory import peak_bytes, reset_peak
 from .model.checkpoint import LoadedModel
+from .segment_tiled import segment_in_tiles
 
 ENGINES = ("lean", "eager")
 PRECISIONS = ("fp32", "bf16")
@@ -57,6 +59,7 @@ class Segmenter:
         self.options = options or InferenceOptions()
         self.device = resolve_device(self.options.device)
         self.model = loaded.model.eval().to(self.device)
+        self.fault_injection: FaultInjection | None = None  # test hook: fail chosen tiles as if out of memory
 
     @property
     def info(self):  # type: ignore[no-untyped-def]
@@ -80,15 +83,15 @@ class Segmenter:
             raise JobCancelled()
         reset_peak(self.device)
         start = time.perf_counter()
-        x = self.prepare(image)
-        labels, probs = self._run_eager(x)
+        result = segment_in_tiles(self, image, cancel=cancel, on_event=on_event)  # whole image = one tile
         seconds = time.perf_counter() - start
         return Segmentation(
-            labels=labels,
+            labels=result.labels,
             seconds=seconds,
             peak_bytes=peak_bytes(self.device),
-            device=str(self.device),
-            probs=probs,
+            device=result.device,
+            probs=result.probs,
+            notes=result.notes,
         )
 
     def _run_eager(self, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:

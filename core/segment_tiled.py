@@ -1,0 +1,140 @@
+"""Glue between a Segmenter and the tiler: plan the tiles for an image, pick the runner, run it.
+
+Every Segmenter.segment goes through here: a whole-image pass is a one-tile plan, so the
+out-of-memory recovery (smaller tiles, then the CPU) covers it too.
+"""
+from __future__ import annotations
+
+import copy
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from .engine.oom import FaultInjection
+from .engine.receptive_field import ReceptiveField, ReceptiveFieldError, compute_receptive_field
+from .engine.tile_plan import FAST_HALO_STRIDES, TilingPlan, choose_tiling, default_budget, eager_peak_estimator
+from .engine.tiling import ArraySink, TileRunner, TilingOutcome, array_source, eager_runner, plan_runner, run_tiles
+from .events import EventSink, JobEvent, ignore_event
+from .io.images import ImageData, to_model_input
+
+if TYPE_CHECKING:
+    from .predict import Segmenter
+
+_fields: weakref.WeakKeyDictionary[torch.nn.Module, ReceptiveField | str] = weakref.WeakKeyDictionary()
+_estimators: weakref.WeakKeyDictionary[torch.nn.Module, Callable[[tuple[int, ...]], int]] = \
+    weakref.WeakKeyDictionary()
+
+
+def receptive_field_of(model: torch.nn.Module) -> ReceptiveField | str:
+    """The model's receptive field, or why it has none (computed once per model)."""
+    if model not in _fields:
+        try:
+            _fields[model] = compute_receptive_field(model)
+        except (ReceptiveFieldError, torch.fx.proxy.TraceError) as err:
+            _fields[model] = f"cannot tile exactly: {err}"
+    return _fields[model]
+
+
+def runner_for(segmenter: Segmenter, output: str = "logits") -> TileRunner:
+    """(1, C, h, w) -> logits (1, K, h, w) or labels (1, h, w): the engine's plan when compiled, else eager."""
+    injection = getattr(segmenter, "fault_injection", None)
+    plan = getattr(segmenter, "plan", None)
+    if plan is not None:
+        return plan_runner(plan, output, injection)
+    return eager_runner(segmenter.model, segmenter.device, segmenter.options.precision == "bf16", injection)
+
+
+def cpu_runner_for(segmenter: Segmenter) -> Callable[[], TileRunner] | None:
+    """A factory for an eager CPU runner on a copy of the model (None when already on the CPU)."""
+    if segmenter.device.type == "cpu":
+        return None
+
+    def make() -> TileRunner:
+        model = copy.deepcopy(segmenter.model).float().cpu()
+        return eager_runner(model, torch.device("cpu"), injection=getattr(segmenter, "fault_injection", None))
+
+    return make
+
+
+def estimate_tile_bytes(segmenter: Segmenter, height: int, width: int, output: str = "logits") -> int:
+    """Predicted peak bytes of one (height, width) tile: the model's run plus its input, normalised."""
+    channels = segmenter.info.config.in_channels
+    plan = getattr(segmenter, "plan", None)
+    if plan is not None:
+        run_bytes = int(plan.estimate_peak((1, channels, height, width), output=output))
+    else:
+        model = segmenter.model
+        if model not in _estimators:
+            _estimators[model] = eager_peak_estimator(model, channels)
+        run_bytes = _estimators[model]((1, channels, height, width))
+    return run_bytes + 3 * channels * height * width * 4  # tile input + normalisation temporaries
+
+
+def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "logits") -> TilingPlan:
+    """Whole image or tiles, exact or fast, from the options, the memory budget and the estimate."""
+    options = segmenter.options
+    budget = options.memory_budget or default_budget(segmenter.device)
+    field = receptive_field_of(segmenter.model)
+    mode = options.tiling
+    if isinstance(field, str):  # no bounded receptive field: whole image, or fast tiles if asked
+        if mode == "exact":
+            raise ValueError(f"--tiling exact is impossible for this model ({field}); use fast or off")
+        stride, exact_halo = int(getattr(segmenter.model, "total_stride", 32)), 0
+        mode = "off" if mode == "auto" else mode
+    else:
+        stride, exact_halo = field.total_stride, field.aligned_halo_px
+    fast_halo = FAST_HALO_STRIDES * stride
+    return choose_tiling(height, width, mode=mode, budget_bytes=budget, stride=stride, exact_halo_px=exact_halo,
+                         fast_halo_px=fast_halo,
+                         tile_bytes=lambda h, w: estimate_tile_bytes(segmenter, h, w, output))
+
+
+def plan_event(plan: TilingPlan) -> JobEvent:
+    """The 'plan' job event: what the tiler chose and why."""
+    rows, cols = plan.grid
+    return JobEvent("plan", plan.describe(), count=rows * cols,
+                    data={"mode": plan.mode, "grid": [rows, cols], "tile_px": plan.tile_px, "halo_px": plan.halo_px,
+                          "exact_halo_px": plan.exact_halo_px, "tile_bytes": plan.tile_bytes,
+                          "budget_bytes": plan.budget_bytes})
+
+
+@dataclass
+class TiledResult:
+    labels: np.ndarray  # (H, W) uint8
+    probs: np.ndarray | None  # (K, H, W) float32 when asked for
+    device: str  # where the last tile ran ('cpu' after an out-of-memory fallback)
+    notes: list[str]  # the plan, and any recovery steps
+
+
+def segment_in_tiles(
+    segmenter: Segmenter,
+    image: ImageData,
+    *,
+    cancel: threading.Event | None = None,
+    on_event: EventSink = ignore_event,
+) -> TiledResult:
+    """Labels (H, W) uint8, probs (K, H, W) float32 when asked for, where it ran, notes for the user."""
+    info = segmenter.info
+    want_probs = segmenter.options.want_probs
+    output = "logits" if want_probs else "labels"
+    plan = plan_tiles(segmenter, image.height, image.width, output)
+    if plan.mode != "whole" or segmenter.options.tiling != "auto":
+        on_event(plan_event(plan))
+    labels = np.zeros((image.height, image.width), np.uint8)
+    probs = np.zeros((info.config.num_classes, image.height, image.width), np.float32) if want_probs else None
+    source = array_source(image.pixels, lambda pixels: to_model_input(
+        ImageData(pixels), info.config.in_channels, info.mean, info.std))
+    outcome: TilingOutcome = run_tiles(
+        plan, source, ArraySink(labels, probs), runner_for(segmenter, output), device=segmenter.device,
+        cancel=cancel, on_event=on_event, cpu_runner=cpu_runner_for(segmenter),
+        injection=getattr(segmenter, "fault_injection", None))
+    return TiledResult(labels, probs, outcome.device, [plan.describe()] + outcome.notes)
+
+
+__all__ = ["FaultInjection", "cpu_runner_for", "estimate_tile_bytes", "plan_event", "plan_tiles",
+           "receptive_field_of", "runner_for", "segment_in_tiles", "TiledResult"]
