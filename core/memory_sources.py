@@ -135,8 +135,8 @@ class CpuMemorySource:
 class CudaMemorySource:
     """Reads CUDA samples from PyTorch's caching allocator; host RSS beside them.
 
-    Never initialises CUDA itself: before the first CUDA call of the process, allocated and reserved
-    read 0 and device total / free read None.
+    Never initialises CUDA or creates a context itself: before the process first uses the device,
+    allocated and reserved read 0 and device total / free read None.
     """
 
     source = SOURCE_CUDA
@@ -147,6 +147,7 @@ class CudaMemorySource:
         self.device = device
         self._lock = threading.Lock()
         self._peak = 0
+        self._total: int | None = None  # device memory, read once CUDA is initialised
 
     def read(self, at_s: float, engine_live: int, fresh: bool = True) -> MemorySample:
         """One sample at `at_s` seconds (CUDA figures are always fresh: reading them is cheap)."""
@@ -157,7 +158,11 @@ class CudaMemorySource:
             self._peak = max(self._peak, int(torch.cuda.max_memory_allocated(self.device)), allocated)
             total = free = None
             if torch.cuda.is_initialized():
-                free, total = (int(n) for n in torch.cuda.mem_get_info(self.device))
+                if self._total is None:
+                    self._total = int(torch.cuda.get_device_properties(self.device).total_memory)
+                total = self._total
+                if reserved > 0:  # a context exists on this device: asking cannot create one (~500 MB)
+                    free = int(torch.cuda.mem_get_info(self.device)[0])
             rss, _ = read_rss_hwm()
             return MemorySample(at_s, str(self.device), allocated, reserved, self._peak, rss, total, free,
                                 self.source, engine_live)

@@ -24,7 +24,7 @@ def test_cuda_allocated_reserved_peak_and_empty_cache() -> None:
     tensor = torch.ones(25_000_000, device=device)  # 100 MB
     torch.cuda.synchronize(device)
     during = monitor.sample_now()
-    assert during.allocated - before.allocated == 100 * MB  # the caching allocator rounds to 512 bytes
+    assert abs(during.allocated - before.allocated - 100 * MB) <= 2 * MB  # rounded up to 512 bytes
     assert during.reserved >= during.allocated
     del tensor
     after = monitor.sample_now()
