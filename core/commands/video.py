@@ -1,0 +1,86 @@
+"""`leanseg video IN --out OUT.mp4`: segment a video frame by frame into an overlay video.
+
+Also writes OUT.csv (per-frame class fractions) unless --no-csv, and per-frame label PNGs with
+--labels-dir. The output is finalised on Ctrl-C too: it then holds the frames done so far.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..events import JobEvent
+from ..io.video import VideoReadError
+from ..io.video_writer import WRITER_CODECS, VideoWriteError
+from ..jobs import VideoJobOptions, segment_video
+from ..memory import format_bytes
+from .common import CommandError, add_inference_options, build_segmenter, report_error
+from .progress import ProgressBar
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("video", help="segment a video into an overlay video", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("input", type=Path, metavar="IN", help="video file (MP4, MOV, AVI, MKV, ...)")
+    parser.add_argument("--out", type=Path, required=True, metavar="OUT",
+                        help=f"output video ({', '.join(WRITER_CODECS)})")
+    parser.add_argument("--labels-dir", type=Path, default=None, metavar="DIR",
+                        help="also write one labels PNG per segmented frame here")
+    parser.add_argument("--every", type=int, default=1, metavar="N",
+                        help="segment every Nth frame; the output then plays at fps/N (default 1)")
+    parser.add_argument("--csv", type=Path, default=None, metavar="PATH",
+                        help="per-frame class fractions (default: OUT with .csv)")
+    parser.add_argument("--no-csv", action="store_true", help="do not write the class-fraction CSV")
+    parser.add_argument("--alpha", type=float, default=0.5, help="overlay opacity 0..1 (default 0.5)")
+    add_inference_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        options = VideoJobOptions(
+            every=args.every,
+            labels_dir=args.labels_dir,
+            csv_path=None if args.no_csv else (args.csv or args.out.with_suffix(".csv")),
+            alpha=args.alpha,
+        )
+        segmenter = build_segmenter(args)
+    except (CommandError, ValueError) as err:
+        return report_error(err)
+    print(f"model {segmenter.loaded.path} on {segmenter.device}, engine {args.engine}, {args.precision}")
+    progress: list[ProgressBar] = []  # the bar, once the job has said how many frames to expect
+
+    def close_bar() -> None:
+        if progress:
+            progress.pop().close()
+
+    def show(event: JobEvent) -> None:
+        if event.kind == "start":
+            print(event.message)
+            progress.append(ProgressBar(event.count, label=args.input.name, unit="frames"))
+        elif event.kind == "frame" and progress:
+            progress[0].update(1, postfix=f"{1000 * event.data['seconds']:.0f} ms/frame inference")
+        elif event.kind in ("warning", "plan", "info"):
+            close_bar()
+            print(f"warning: {event.message}" if event.kind == "warning" else f"  {event.message}",
+                  file=sys.stderr if event.kind == "warning" else sys.stdout)
+
+    try:
+        summary = segment_video(args.input, args.out, segmenter, options, on_event=show)
+    except (VideoReadError, VideoWriteError) as err:
+        return report_error(err)
+    except KeyboardInterrupt:
+        close_bar()
+        print(f"interrupted; {args.out} holds the frames segmented so far", file=sys.stderr)
+        return 130
+    finally:
+        close_bar()
+    outputs = [str(summary.output)] if summary.output else []
+    if summary.csv_path is not None and summary.frames_done:
+        outputs.append(str(summary.csv_path))
+    if summary.label_files:
+        outputs.append(f"{summary.label_files} label PNGs in {args.labels_dir}")
+    print(f"{summary.frames_done} frame(s) in {summary.seconds:.1f} s, {summary.fps:.2f} frames/s end to end, "
+          f"inference {1000 * summary.infer_seconds / max(summary.frames_done, 1):.0f} ms/frame, "
+          f"peak {format_bytes(summary.peak_bytes)}; wrote {', '.join(outputs) or 'nothing'}")
+    return 0 if summary.complete else 1

@@ -1,0 +1,84 @@
+"""Write videos that are always finalised: a partial file is never left under the output name.
+
+Frames go to a hidden sibling file; `close()` (run by `with`, also on cancel or error) finishes
+the container (an MP4's index is written last) and renames it into place, so whatever was
+written stays playable. A writer that got no frame leaves no file at all.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+# Output suffix -> FourCC this OpenCV build can encode (pip wheels have no H.264 encoder).
+WRITER_CODECS: dict[str, str] = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".mkv": "mp4v", ".avi": "MJPG"}
+
+
+class VideoWriteError(Exception):
+    """The output video cannot be written; the message names the file and the reason."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = Path(path)
+        self.reason = reason
+
+
+class VideoWriter:
+    """Append (H, W, 3) uint8 RGB frames of one size to a video file at a fixed frame rate."""
+
+    def __init__(self, path: str | Path, fps: float, width: int, height: int) -> None:
+        self.path = Path(path)
+        codec = WRITER_CODECS.get(self.path.suffix.lower())
+        if codec is None:
+            raise VideoWriteError(self.path, f"unsupported output type {self.path.suffix!r}; use one of "
+                                  f"{', '.join(WRITER_CODECS)}")
+        if not 0.0 < fps <= 1000.0:
+            raise VideoWriteError(self.path, f"frame rate must be in (0, 1000] fps, got {fps}")
+        if width < 1 or height < 1:
+            raise VideoWriteError(self.path, f"frame size must be positive, got {width}x{height}")
+        if self.path.is_dir():
+            raise VideoWriteError(self.path, "is a folder; give a file name such as out.mp4")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.partial_path = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
+        self.fps = fps
+        self.size = (width, height)
+        self.frames_written = 0
+        self._writer: cv2.VideoWriter | None = cv2.VideoWriter(
+            str(self.partial_path), cv2.VideoWriter.fourcc(*codec), fps, self.size
+        )
+        if not self._writer.isOpened():
+            self._writer = None
+            self.partial_path.unlink(missing_ok=True)
+            raise VideoWriteError(self.path, f"OpenCV/FFmpeg could not open a {codec} encoder for this file "
+                                  "(is the folder writable?)")
+
+    def write(self, rgb: np.ndarray) -> None:
+        """Append one (H, W, 3) uint8 RGB frame of the size given at creation."""
+        if self._writer is None:
+            raise VideoWriteError(self.path, "write after close")
+        width, height = self.size
+        if rgb.shape != (height, width, 3) or rgb.dtype != np.uint8:
+            raise VideoWriteError(self.path, f"frame {self.frames_written} is {rgb.shape} {rgb.dtype}; "
+                                  f"expected ({height}, {width}, 3) uint8")
+        self._writer.write(cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+        self.frames_written += 1
+
+    def close(self) -> Path | None:
+        """Finish the container and move it into place; the output path, or None if no frame was written."""
+        if self._writer is None:
+            return self.path if self.frames_written else None
+        writer, self._writer = self._writer, None
+        writer.release()
+        if self.frames_written == 0:
+            self.partial_path.unlink(missing_ok=True)
+            return None
+        os.replace(self.partial_path, self.path)
+        return self.path
+
+    def __enter__(self) -> VideoWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

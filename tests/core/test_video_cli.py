@@ -1,0 +1,44 @@
+"""`leanseg video` end to end in a real subprocess."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from .video_samples import HEIGHT, WIDTH, count_frames, truncate, write_video
+
+
+def _leanseg(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "leanseg.core", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_video_command_writes_video_csv_and_label_pngs(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    source = write_video(tmp_path / "in.mp4", frames=8, fps=10.0)
+    out = tmp_path / "out" / "seg.mp4"
+    result = _leanseg("video", str(source), "--out", str(out), "--labels-dir", str(tmp_path / "labels"),
+                      "--every", "2", "--model", str(tiny_checkpoint), "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert "64x48, 8 frames at 10.00 fps" in result.stdout
+    assert "4 frame(s) in" in result.stdout and "frames/s end to end" in result.stdout
+    assert "4/4" in result.stderr and "frames/s ETA" in result.stderr  # the progress bar
+    assert count_frames(out) == (4, 5.0, (WIDTH, HEIGHT))
+    assert len((tmp_path / "out" / "seg.csv").read_text().splitlines()) == 1 + 4
+    assert sorted(p.name for p in (tmp_path / "labels").iterdir()) == [
+        f"in_{k:06d}_labels.png" for k in (0, 2, 4, 6)]
+
+
+def test_video_command_errors_name_the_file(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("not a video at all\n")
+    result = _leanseg("video", str(text), "--out", str(tmp_path / "o.mp4"), "--model", str(tiny_checkpoint))
+    assert result.returncode == 2
+    assert f"{text}: not a video" in result.stderr
+    assert not (tmp_path / "o.mp4").exists()
+
+    cut = truncate(write_video(tmp_path / "whole.avi", frames=16, fourcc="MJPG"), tmp_path / "cut.avi", 0.5)
+    result = _leanseg("video", str(cut), "--out", str(tmp_path / "o.mp4"), "--model", str(tiny_checkpoint),
+                      "--no-csv")
+    assert result.returncode == 1, result.stderr
+    assert f"warning: {cut}: stopped at frame" in result.stderr and "of 16" in result.stderr
+    assert 0 < count_frames(tmp_path / "o.mp4")[0] < 16
+    assert not (tmp_path / "o.csv").exists()
