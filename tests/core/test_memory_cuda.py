@@ -8,11 +8,26 @@ import torch
 
 from leanseg.core.memory import SOURCE_CUDA, MemoryMonitor, empty_cache
 
-pytestmark = [pytest.mark.cuda,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 MB = 10**6
 
 
+@pytest.mark.skipif(torch.cuda.is_initialized(), reason="CUDA already initialised in this process")
+def test_cuda_monitor_reads_zeros_and_never_initialises_cuda() -> None:
+    """Sampling must not create a CUDA context (hundreds of MB) before the app itself uses the GPU."""
+    monitor = MemoryMonitor("cuda")
+    assert monitor.source == SOURCE_CUDA
+    sample = monitor.sample_now()
+    monitor.reset_peak()
+    assert (sample.allocated, sample.reserved, sample.peak_allocated) == (0, 0, 0)
+    assert sample.device == "cuda:0" and sample.device_total is None and sample.device_free is None
+    assert sample.rss > 0
+    assert monitor.empty_cache() == 0
+    assert not torch.cuda.is_initialized()
+    monitor.close()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_allocated_reserved_peak_and_empty_cache() -> None:
     device = torch.device("cuda", 0)
     torch.ones(1, device=device)  # initialise CUDA
@@ -36,6 +51,8 @@ def test_cuda_allocated_reserved_peak_and_empty_cache() -> None:
     monitor.close()
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_spike_between_samples_shows_in_peak() -> None:
     device = torch.device("cuda", 0)
     torch.ones(1, device=device)
