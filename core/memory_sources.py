@@ -81,9 +81,10 @@ class CpuMemorySource:
     rss_now) (the min keeps a trim, where RSS falls, from reading as a peak).
     """
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, use_glibc: bool = True) -> None:
         self.device = device
-        self.source = SOURCE_GLIBC if HAVE_GLIBC else SOURCE_RSS
+        self._use_glibc = use_glibc and HAVE_GLIBC  # False: the RSS fallback other platforms get
+        self.source = SOURCE_GLIBC if self._use_glibc else SOURCE_RSS
         self._lock = threading.Lock()
         self._window = RESIDENT_HIGH_WATER.open()
         self._previous: tuple[int, int] | None = None  # (allocated, rss) at the previous read
@@ -94,7 +95,7 @@ class CpuMemorySource:
     def _allocated_reserved(self, rss: int, fresh: bool) -> tuple[int, int]:
         """mallinfo2 walks glibc's free lists (about 1 ms per 20,000 free chunks): unless `fresh`, call it
         no more often than keeps its cost under MALLINFO2_CPU_SHARE of a core, reusing the last figures."""
-        if not HAVE_GLIBC:
+        if not self._use_glibc:
             return rss, rss
         now = time.monotonic()
         if fresh or self._glibc_last is None or now >= self._glibc_next_at:

@@ -22,6 +22,7 @@ from leanseg.core.memory import (
     register_cache,
     reset_peak,
 )
+from leanseg.core.memory_sources import CpuMemorySource
 
 SERIES_KEYS = {"time", "allocated", "reserved", "peak", "rss", "engine_live"}
 
@@ -186,3 +187,20 @@ def test_read_memory_csv_names_the_file_and_problem(tmp_path: Path) -> None:
     broken.write_text(good.read_text() + "1.5,12,x,3,4,5,\n")
     with pytest.raises(ValueError, match=r"broken\.csv, line \d+"):
         read_memory_csv(broken)
+
+
+def test_rss_fallback_reads_rss_and_still_catches_a_spike_between_reads() -> None:
+    """The source other platforms (musl, macOS) get, exercised here by turning glibc off."""
+    reader = CpuMemorySource(torch.device("cpu"), use_glibc=False)
+    try:
+        assert reader.source == SOURCE_RSS
+        reader.reset_peak()
+        before = reader.read(0.0, 0)
+        assert before.allocated == before.reserved == before.rss
+        tensor = torch.ones(25_000_000)  # 100 MB, touched, then gone before the next read
+        del tensor
+        after = reader.read(1.0, 0)
+        assert after.peak_allocated - before.allocated >= 95 * 10**6
+        assert abs(after.allocated - before.allocated) <= 5 * 10**6
+    finally:
+        reader.close()
