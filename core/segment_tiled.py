@@ -131,8 +131,7 @@ def segment_in_tiles(
         ImageData(pixels), info.config.in_channels, info.mean, info.std))
     outcome: TilingOutcome = run_tiles(
         plan, source, ArraySink(labels, probs), runner_for(segmenter, output), device=segmenter.device,
-        cancel=cancel, on_event=on_event, cpu_runner=cpu_runner_for(segmenter),
-        injection=getattr(segmenter, "fault_injection", None))
+        cancel=cancel, on_event=on_event, cpu_runner=cpu_runner_for(segmenter))
     return TiledResult(labels, probs, outcome.device, [plan.describe()] + outcome.notes)
 
 

@@ -59,8 +59,8 @@ def next_attempt(device: torch.device, failed_tile_px: int, min_tile_px: int, st
 class FaultInjection:
     """Test hook: raise `error` at executor step `at_step` of the tile attempts listed (0-based).
 
-    The tiler calls `begin_attempt()` before each tile attempt; the runner calls `on_step` after
-    each executor step (Plan.run's on_step; forward hooks on the eager model's leaf modules).
+    The tile runner calls `begin_attempt()` as it starts each tile, then `on_step` after each
+    executor step (Plan.run's on_step callback; forward hooks on the eager model's leaf modules).
     """
 
     at_attempts: frozenset[int]  # which tile attempts fail, counting retries

@@ -47,7 +47,6 @@ def run_tiles(
     cancel: threading.Event | None = None,
     on_event: EventSink = ignore_event,
     cpu_runner: Callable[[], TileRunner] | None = None,
-    injection: FaultInjection | None = None,
 ) -> TilingOutcome:
     """Run every tile of `plan`, row by row; checks `cancel` before each tile (raises JobCancelled).
 
@@ -66,8 +65,6 @@ def run_tiles(
         if max(core[1] - core[0], core[3] - core[2]) > tile_px:
             queue.extendleft(reversed(split_box(core, tile_px)))
             continue
-        if injection is not None:
-            injection.begin_attempt()
         outcome.attempts += 1
         _reset_tile_peak(device)
         failure = ""
@@ -166,7 +163,10 @@ def eager_runner(model: torch.nn.Module, device: torch.device, bf16: bool = Fals
     """Plain PyTorch per tile: (1, C, h, w) -> logits (1, K, h, w) float32 on the device."""
 
     def run(x: Tensor) -> Tensor:
-        unhook = injection.hook_eager(model) if injection is not None else None
+        unhook = None
+        if injection is not None:
+            injection.begin_attempt()
+            unhook = injection.hook_eager(model)
         try:
             with torch.inference_mode(), torch.autocast(device.type, torch.bfloat16, enabled=bf16):
                 return model(x.to(device)).float()
@@ -182,6 +182,8 @@ def plan_runner(plan: object, output: str = "labels", injection: FaultInjection 
     on_step = injection.on_step if injection is not None else None
 
     def run(x: Tensor) -> Tensor:
+        if injection is not None:
+            injection.begin_attempt()
         result: Tensor = plan.run(x, output=output, on_step=on_step)  # type: ignore[attr-defined]
         return result
 

@@ -5,6 +5,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..engine.oom import OutOfMemory
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event
 from ..io.images import ImageReadError, read_image, to_rgb8
 from ..io.outputs import overlay, write_png
@@ -69,7 +70,7 @@ def segment_files(
             summary.cancelled = True
             on_event(JobEvent("cancelled", f"cancelled during {path}", index=index, count=count))
             break
-        except (ImageReadError, ValueError, OSError) as err:
+        except (ImageReadError, ValueError, OSError, OutOfMemory) as err:
             result = FileResult(path, ok=False, error=str(err))
             on_event(JobEvent("error", str(err), index=index, count=count, path=str(path)))
         else:

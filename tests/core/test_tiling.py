@@ -133,7 +133,7 @@ def test_segmenter_tiles_under_a_small_budget_and_reports_each_tile(unet_checkpo
     image = ImageData(pixels)
     reference = segmenter(unet_checkpoint, tiling="off").segment(image).labels
     events: list[JobEvent] = []
-    result = segmenter(unet_checkpoint, memory_budget=300_000).segment(image, on_event=events.append)
+    result = segmenter(unet_checkpoint, memory_budget=1_000_000).segment(image, on_event=events.append)
     plans = [e for e in events if e.kind == "plan"]
     tiles = [e for e in events if e.kind == "tile"]
     assert len(plans) == 1 and plans[0].data["mode"] == "exact" and plans[0].data["halo_px"] == 28
@@ -158,7 +158,7 @@ def test_cancel_between_tiles_writes_nothing(unet_checkpoint: Path, tmp_path: Pa
             cancel.set()
 
     out = tmp_path / "out"
-    summary = segment_files([source], out, segmenter(unet_checkpoint, memory_budget=300_000),
+    summary = segment_files([source], out, segmenter(unet_checkpoint, memory_budget=1_000_000),
                             cancel=cancel, on_event=on_event)
     assert summary.cancelled
     assert [e.index for e in seen if e.kind == "tile"] == [0, 1]
