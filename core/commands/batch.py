@@ -19,7 +19,14 @@ from ..jobs.batch import BatchSummary, run_batch
 from ..jobs.batch_plan import BatchSettings
 from ..jobs.manifest import ManifestError
 from ..memory import format_bytes
-from .common import CommandError, add_inference_options, build_segmenter, report_error
+from .common import (
+    CommandError,
+    add_inference_options,
+    add_memory_log_option,
+    build_segmenter,
+    memory_logging,
+    report_error,
+)
 from .progress import ProgressBar
 
 EXIT_CODES = "exit code: 0 every image is segmented, 1 some failed, 2 usage error, 130 stopped before the end"
@@ -36,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="redo every image and replace existing outputs (default: resume, replace nothing)")
     add_inference_options(parser)
+    add_memory_log_option(parser)
     parser.set_defaults(run=run)
 
 
@@ -62,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        summary = run_batch(settings, segmenter, cancel=cancel, stop_after_current=stop, on_event=sink)
-    except ManifestError as err:
+        with memory_logging(args.memory_log, segmenter.device, sink) as on_event:
+            summary = run_batch(settings, segmenter, cancel=cancel, stop_after_current=stop, on_event=on_event)
+    except (ManifestError, CommandError) as err:
         return report_error(err)
     finally:
         signal.signal(signal.SIGINT, previous)

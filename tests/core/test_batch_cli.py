@@ -1,0 +1,36 @@
+"""`leanseg batch` usage errors and options, in a real subprocess."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+
+def _leanseg(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "leanseg.core", "batch", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_usage_errors_exit_2_and_say_what_to_fix(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    result = _leanseg(str(tmp_path / "missing"), "--out", str(tmp_path / "o"), "--model", str(tiny_checkpoint))
+    assert result.returncode == 2 and "does not exist" in result.stderr
+    result = _leanseg(str(tmp_path), "--out", str(tmp_path), "--model", str(tiny_checkpoint))
+    assert result.returncode == 2 and "choose another --out" in result.stderr
+
+
+def test_a_failed_file_exits_1_and_memory_log_is_written(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    cv2.imwrite(str(inputs / "good.png"), np.zeros((32, 48, 3), np.uint8))
+    (inputs / "bad.jpg").write_text("not a JPEG")
+    log = tmp_path / "memory.csv"
+    result = _leanseg(str(inputs), "--out", str(tmp_path / "out"), "--model", str(tiny_checkpoint),
+                      "--threads", "1", "--memory-log", str(log))
+    assert result.returncode == 1, result.stderr
+    assert "1 segmented now" in result.stdout and "1 failed" in result.stdout
+    assert "bad.jpg" in result.stderr and "not an image" in result.stderr
+    assert log.read_text().startswith("# leanseg memory log")
+    assert (tmp_path / "out" / "good_labels.png").exists()
