@@ -11,6 +11,7 @@ from ..io.images import ImageReadError, read_image, to_rgb8
 from ..io.outputs import overlay, write_png
 from ..memory import format_bytes
 from ..predict import Segmenter
+from .segment_large import is_large_tiff, segment_large_tiff
 
 
 @dataclass
@@ -99,6 +100,10 @@ def _segment_one(
     cancel: threading.Event | None,
     on_event: EventSink,
 ) -> FileResult:
+    if is_large_tiff(path):  # an uncompressed TIFF this big is segmented from a memory map, tile by tile
+        large = segment_large_tiff(path, out_dir / f"{stem}_labels.tif", segmenter, cancel=cancel, on_event=on_event)
+        return FileResult(path, ok=True, outputs=[large.labels_path], seconds=large.seconds,
+                          peak_bytes=large.peak_bytes, width=large.width, height=large.height, device=large.device)
     image = read_image(path)
     labels_path = out_dir / f"{stem}_labels.png"
     overlay_path = out_dir / f"{stem}_overlay.png"

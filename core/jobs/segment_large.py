@@ -1,0 +1,93 @@
+"""Segment a picture larger than memory: a memory-mapped TIFF in, a memory-mapped label TIFF out.
+
+Tiles are read from the input map, run, and their labels written straight to the output map,
+so neither picture is ever whole in memory. The output appears under its name only when
+complete (written as a hidden partial file, renamed at the end, removed on cancel or error).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..engine.tile_plan import Box
+from ..engine.tiling import run_tiles
+from ..events import EventSink, ignore_event
+from ..io.images import DEFAULT_MAX_PIXELS, ImageData, to_model_input
+from ..io.large import MEMMAP_MIN_PIXELS, MappedTiff, create_label_tiff, mappable_tiff, open_large_tiff
+from ..memory import peak_bytes, reset_peak
+from ..predict import Segmenter
+from ..segment_tiled import cpu_runner_for, plan_event, plan_tiles, runner_for
+
+
+@dataclass
+class LargeResult:
+    labels_path: Path  # (H, W) uint8 uncompressed TIFF
+    height: int
+    width: int
+    seconds: float
+    peak_bytes: int  # process peak (CPU) or device peak (CUDA) while segmenting
+    device: str  # where the last tile ran
+    notes: list[str] = field(default_factory=list)
+
+
+def is_large_tiff(path: str | Path, min_pixels: int | None = None) -> bool:
+    """True for a memory-mappable TIFF of at least min_pixels (default MEMMAP_MIN_PIXELS): mapped tile by tile."""
+    mapped = mappable_tiff(path)
+    threshold = MEMMAP_MIN_PIXELS if min_pixels is None else min_pixels
+    return mapped is not None and mapped.height * mapped.width >= threshold
+
+
+def segment_large_tiff(
+    in_path: str | Path,
+    out_path: str | Path,
+    segmenter: Segmenter,
+    *,
+    cancel: threading.Event | None = None,
+    on_event: EventSink = ignore_event,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> LargeResult:
+    """Labels of an uncompressed TIFF (H, W[, C]) into a new uint8 TIFF at out_path, tile by tile."""
+    in_path, out_path = Path(in_path), Path(out_path)
+    source_tiff = open_large_tiff(in_path, max_pixels)
+    if out_path.exists() and out_path.resolve() == in_path.resolve():
+        raise ValueError(f"{in_path}: the output {out_path.name} would overwrite the input; choose another path")
+    reset_peak(segmenter.device)
+    start = time.perf_counter()
+    plan = plan_tiles(segmenter, source_tiff.height, source_tiff.width, output="labels")
+    on_event(plan_event(plan))
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    partial = out_path.with_name(f".{out_path.name}.partial")
+    labels_tiff = create_label_tiff(partial, source_tiff.height, source_tiff.width)
+    try:
+        outcome = run_tiles(plan, _mapped_source(source_tiff, segmenter), _mapped_sink(labels_tiff),
+                            runner_for(segmenter, "labels"), device=segmenter.device, cancel=cancel,
+                            on_event=on_event, cpu_runner=cpu_runner_for(segmenter))
+        os.replace(partial, out_path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return LargeResult(out_path, source_tiff.height, source_tiff.width, time.perf_counter() - start,
+                       peak_bytes(segmenter.device), outcome.device, [plan.describe()] + outcome.notes)
+
+
+def _mapped_source(tiff: MappedTiff, segmenter: Segmenter):  # type: ignore[no-untyped-def]
+    info = segmenter.info
+
+    def read(box: Box) -> torch.Tensor:
+        pixels = ImageData(tiff.read(*box))
+        return torch.from_numpy(to_model_input(pixels, info.config.in_channels, info.mean, info.std))[None]
+
+    return read
+
+
+def _mapped_sink(tiff: MappedTiff):  # type: ignore[no-untyped-def]
+    def write(core: Box, output: torch.Tensor) -> None:
+        labels = output if output.dim() == 2 else output.float().argmax(0)
+        tiff.write(core[0], core[2], labels.to(torch.uint8).cpu().numpy().astype(np.uint8, copy=False))
+
+    return write
