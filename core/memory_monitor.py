@@ -54,7 +54,8 @@ class MemoryMonitor:
         self._count = 0  # samples ever taken; the next goes to row _count % capacity
         self._marks: deque[tuple[float, str]] = deque(maxlen=max(1000, self.capacity))
         self._latest: MemorySample | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the buffer and marks (held briefly; snapshot never waits on a read)
+        self._sample_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
@@ -122,14 +123,15 @@ class MemoryMonitor:
         The thread passes `fresh=False`: on a heap with very many free chunks, glibc's figures are then
         re-read less often so that sampling stays cheap (see `CpuMemorySource`).
         """
-        sample = self._reader.read(self.now(), engine_live_bytes.value, fresh)
-        row = (sample.allocated, sample.reserved, sample.peak_allocated, sample.rss, sample.engine_live)
-        with self._lock:
-            index = self._count % self.capacity
-            self._times[index] = sample.time
-            self._values[index] = row
-            self._count += 1
-            self._latest = sample
+        with self._sample_lock:  # one reader at a time, so rows stay in time order
+            sample = self._reader.read(self.now(), engine_live_bytes.value, fresh)
+            row = (sample.allocated, sample.reserved, sample.peak_allocated, sample.rss, sample.engine_live)
+            with self._lock:
+                index = self._count % self.capacity
+                self._times[index] = sample.time
+                self._values[index] = row
+                self._count += 1
+                self._latest = sample
         return sample
 
     def latest(self) -> MemorySample | None:
