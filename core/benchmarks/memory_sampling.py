@@ -5,7 +5,8 @@
 Each scenario runs in its own subprocess: an idle process, a process running inference (heap busy),
 and one whose heap holds 20,000 free chunks (mallinfo2 walks the free lists, so this is its worst
 case). The figure is the sampling thread's own CPU time (`time.thread_time`) over wall time, in % of
-one core; median of `--repeats`. Prints a table and writes memory_sampling.json.
+one core; median of `--repeats`. Then, as a cross-check, inference speed with and without sampling in
+alternating blocks of one process. Prints a table and writes memory_sampling.json.
 """
 from __future__ import annotations
 
@@ -19,6 +20,36 @@ import time
 from pathlib import Path
 
 SCENARIOS = ("idle", "inference", "fragmented heap")
+
+
+def _slowdown_child(blocks: int, block_s: float, rate_hz: float) -> dict[str, float]:
+    """Median forward time with the monitor sampling vs. without, in alternating blocks of one process."""
+    import torch
+
+    from leanseg.core.memory import MemoryMonitor
+    from leanseg.core.model import MobileUNet, MobileUNetConfig
+
+    torch.set_num_threads(1)
+    model = MobileUNet(MobileUNetConfig(num_classes=11, width=0.75)).eval()
+    image = torch.rand(1, 3, 256, 256)
+    monitor = MemoryMonitor("cpu", rate_hz=rate_hz)
+    times: dict[bool, list[float]] = {True: [], False: []}
+    with torch.inference_mode():
+        model(image)  # warm-up
+        for block in range(blocks):
+            sampling = block % 2 == 0
+            if sampling:
+                monitor.start()
+            end = time.monotonic() + block_s
+            while time.monotonic() < end:
+                start = time.perf_counter()
+                model(image)
+                times[sampling].append(time.perf_counter() - start)
+            monitor.stop()
+    monitor.close()
+    with_monitor, without = statistics.median(times[True]), statistics.median(times[False])
+    return {"forward_ms_sampling": 1e3 * with_monitor, "forward_ms_not_sampling": 1e3 * without,
+            "ratio": with_monitor / without}
 
 
 def _child(scenario: str, seconds: float, rate_hz: float) -> dict[str, float]:
@@ -59,13 +90,13 @@ def _child(scenario: str, seconds: float, rate_hz: float) -> dict[str, float]:
             "wall_s": wall, "per_read_us": per_read_us, "source": monitor.source}  # type: ignore[dict-item]
 
 
-def _run_isolated(scenario: str, seconds: float, rate_hz: float) -> dict[str, float]:
-    code = (f"import json; from leanseg.core.benchmarks.memory_sampling import _child; "
-            f"print(json.dumps(_child({scenario!r}, {seconds}, {rate_hz})))")
+def _run_isolated(call: str) -> dict[str, float]:
+    code = (f"import json; from leanseg.core.benchmarks.memory_sampling import _child, _slowdown_child; "
+            f"print(json.dumps({call}))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}  # a user's default glibc
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"scenario {scenario!r} failed:\n{done.stderr}")
+        raise RuntimeError(f"{call} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -80,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"memory sampling at {args.rate:g} Hz, {args.seconds:g} s per run, median of {args.repeats}")
     print(f"{'scenario':<18} {'source':<16} {'samples':>8} {'CPU % of 1 core':>16} {'per read (us)':>14}")
     for scenario in SCENARIOS:
-        runs = [_run_isolated(scenario, args.seconds, args.rate) for _ in range(args.repeats)]
+        runs = [_run_isolated(f"_child({scenario!r}, {args.seconds}, {args.rate})") for _ in range(args.repeats)]
         row = {"scenario": scenario, "source": runs[0]["source"],
                "samples": statistics.median(r["samples"] for r in runs),
                "cpu_percent_of_one_core": statistics.median(r["cpu_percent_of_one_core"] for r in runs),
@@ -88,9 +119,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"{scenario:<18} {row['source']:<16} {row['samples']:>8.0f} {row['cpu_percent_of_one_core']:>16.3f} "
               f"{row['per_read_us']:>14.1f}")
+    slowdown = _run_isolated(f"_slowdown_child(8, {args.seconds / 4}, {args.rate})")
+    print(f"inference forward (MobileUNet 0.75, 256x256, 1 thread), alternating blocks in one process: "
+          f"{slowdown['forward_ms_sampling']:.2f} ms sampling vs {slowdown['forward_ms_not_sampling']:.2f} ms not, "
+          f"ratio {slowdown['ratio']:.3f} (noise on a shared machine is larger than 1 %)")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "memory_sampling.json"
-    path.write_text(json.dumps({"rate_hz": args.rate, "seconds": args.seconds, "rows": rows}, indent=2))
+    path.write_text(json.dumps({"rate_hz": args.rate, "seconds": args.seconds, "rows": rows, "slowdown": slowdown},
+                               indent=2))
     print(f"written {path}")
     return 0
 
