@@ -127,3 +127,10 @@ def test_50ms_spike_between_samples_shows_in_peak_allocated() -> None:
         assert abs(spike["allocated_rise"]) <= 2 * MB, result  # neither sample saw it
     for rise in result["threaded_peak_rises"]:
         assert rise >= 98 * MB, result
+
+
+if __name__ == "__main__":  # print the figures behind the bars: python tests/core/test_memory_cpu.py
+    for name, body in (("100 MB tensor", _BIG_TENSOR), ("heap cache", _HEAP_CACHE), ("50 ms spike", _SPIKE)):
+        figures = _run_child(body)
+        print(f"{name}: " + ", ".join(f"{key}={value / MB:.3f} MB" if isinstance(value, int) and key != "source"
+                                      else f"{key}={value}" for key, value in figures.items()))
