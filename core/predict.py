@@ -9,6 +9,8 @@ import numpy as np
 import torch
 
 from .device import resolve_device
+from .engine import Plan
+from .engine import compile as compile_plan
 from .engine.oom import FaultInjection
 from .events import EventSink, JobCancelled, ignore_event
 from .io.images import ImageData, to_model_input
@@ -24,7 +26,7 @@ TILING_MODES = ("auto", "exact", "fast", "off")
 @dataclass(frozen=True)
 class InferenceOptions:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    engine: str = "eager"  # lean (memory-lean engine) | eager (plain PyTorch)
+    engine: str = "lean"  # lean (memory-lean engine, leanseg.core.engine) | eager (plain PyTorch)
     precision: str = "fp32"  # fp32 | bf16
     memory_budget: int | None = None  # bytes; None: a fraction of free device memory
     tiling: str = "auto"  # auto (tile when the budget needs it) | exact | fast | off
@@ -59,6 +61,12 @@ class Segmenter:
         self.options = options or InferenceOptions()
         self.device = resolve_device(self.options.device)
         self.model = loaded.model.eval().to(self.device)
+        # The engine's compiled plan (None with engine='eager'); the tiler runs it per tile.
+        self.plan: Plan | None = None
+        if self.options.engine == "lean":
+            dtype = torch.bfloat16 if self.options.precision == "bf16" else torch.float32
+            self.plan = compile_plan(self.model, device=self.device, dtype=dtype,
+                                     memory_budget=self.options.memory_budget)
         self.fault_injection: FaultInjection | None = None  # test hook: fail chosen tiles as if out of memory
 
     @property

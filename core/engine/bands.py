@@ -1,0 +1,155 @@
+"""Pass: inverted-residual blocks (1x1 expand -> kxk depthwise -> 1x1 project [+ x]) in row bands,
+so the expanded tensor (t times the input's channels) never exists whole: only a band of it does."""
+from __future__ import annotations
+
+import operator
+from typing import cast
+
+import torch
+from torch import Tensor, fx, nn
+
+from .band_pool import row_bands, run_bands
+from .capture import module_of, single_user
+from .fuse import ConvAct
+from .layout import CHANNELS_LAST
+
+DEFAULT_BAND_BYTES = 2 * 2**20  # expanded rows per band: small enough to stay in cache
+
+
+class BandedInvertedResidual(nn.Module):
+    """(1, Cin, H, W) -> (1, Cout, H', W'), computed band of output rows by band of output rows.
+
+    Each band expands only the input rows its depthwise window reads (a halo of k // 2 rows),
+    zero-pads at the image's top and bottom as the depthwise's own padding would, then projects
+    and adds the residual straight into the preallocated output.
+    """
+
+    def __init__(self, expand: ConvAct | None, depthwise: ConvAct, project: ConvAct, residual: bool) -> None:
+        super().__init__()
+        self.expand = expand
+        self.depthwise = depthwise
+        self.project = project
+        self.residual = residual
+        self.band_bytes = DEFAULT_BAND_BYTES  # the memory budget may lower it
+        self.transient_bytes = 0  # bytes of band temporaries held at once in the last call
+        self.parallel_bands = True  # CPU: bands on parallel single-threaded workers (see band_pool)
+        conv = depthwise.conv
+        padding = cast(tuple[int, int], conv.padding)
+        self._stride, self._dilation = conv.stride[0], conv.dilation[0]
+        self._pad, self._kernel = padding[0], conv.kernel_size[0]
+        self._width_padding = (0, padding[1])
+        self.hidden_channels = conv.in_channels
+
+    def output_size(self, height: int, width: int) -> tuple[int, int]:
+        conv = self.depthwise.conv
+        span = self._dilation * (self._kernel - 1) + 1
+        out_h = (height + 2 * self._pad - span) // self._stride + 1
+        out_w = (width + 2 * self._width_padding[1] - conv.dilation[1] * (conv.kernel_size[1] - 1) - 1) \
+            // conv.stride[1] + 1
+        return out_h, out_w
+
+    def rows_per_band(self, width: int, out_height: int, itemsize: int) -> int:
+        """Output rows per band so one band of the expanded tensor takes about `band_bytes`."""
+        row_bytes = self.hidden_channels * width * itemsize * self._stride
+        return max(1, min(out_height, self.band_bytes // max(1, row_bytes)))
+
+    def forward(self, x: Tensor) -> Tensor:  # (1, Cin, H, W) -> (1, Cout, H', W')
+        height, width = x.shape[2], x.shape[3]
+        out_h, out_w = self.output_size(height, width)
+        shape = (x.shape[0], self.project.conv.out_channels, out_h, out_w)
+        if self.residual:
+            out = x.clone(memory_format=CHANNELS_LAST)  # each band's projection is added into it
+        else:
+            out = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=CHANNELS_LAST).zero_()
+        rows = self.rows_per_band(width, out_h, x.element_size())
+
+        def run_band(top: int, bottom: int) -> int:
+            band, band_bytes = self._depthwise_band(x, top, bottom)  # (1, hidden, bottom - top, W')
+            self.project.add_into(out[:, :, top:bottom], band)
+            return band_bytes
+
+        self.transient_bytes = run_bands(run_band, row_bands(out_h, rows), x.device, self.parallel_bands)
+        return out
+
+    def _depthwise_band(self, x: Tensor, top: int, bottom: int) -> tuple[Tensor, int]:
+        """Depthwise output rows [top, bottom), expanding only the input rows they read; and the
+        bytes of temporaries made for them."""
+        height = x.shape[2]
+        stride, pad = self._stride, self._pad
+        span = self._dilation * (self._kernel - 1) + 1
+        first = top * stride - pad  # first input row the band's window reads (may be padding)
+        last = (bottom - 1) * stride - pad + span
+        if first >= 0 and last <= height:  # interior: the window never reaches the zero padding
+            skip, padding = 0, self._width_padding
+        else:  # at an edge: the conv pads rows itself; drop the `skip` output rows before `top`
+            skip = top if first < 0 else -(-pad // stride)
+            first, padding = (top - skip) * stride, (pad, self._width_padding[1])
+        rows = x[:, :, first:min(last, height)]
+        expanded = self.expand(rows) if self.expand is not None else rows
+        band = self.depthwise(expanded, padding=padding)[:, :, skip:skip + bottom - top]
+        expanded_bytes = expanded.untyped_storage().nbytes() if self.expand is not None else 0
+        return band, expanded_bytes + band.untyped_storage().nbytes()
+
+    def extra_repr(self) -> str:
+        return f"hidden={self.hidden_channels}, stride={self._stride}, residual={self.residual}"
+
+
+def _is_pointwise(module: nn.Module | None) -> bool:
+    if not isinstance(module, ConvAct):
+        return False
+    conv = module.conv
+    return (conv.kernel_size == (1, 1) and conv.stride == (1, 1) and conv.padding == (0, 0)
+            and conv.groups == 1 and conv.padding_mode == "zeros")
+
+
+def _is_depthwise(module: nn.Module | None) -> bool:
+    if not isinstance(module, ConvAct):
+        return False
+    conv = module.conv
+    square = conv.kernel_size[0] == conv.kernel_size[1] and conv.stride[0] == conv.stride[1]
+    symmetric = isinstance(conv.padding, tuple) and conv.padding[0] == conv.padding[1]
+    return (conv.groups == conv.in_channels == conv.out_channels and square and symmetric
+            and conv.padding_mode == "zeros")
+
+
+def split_inverted_residuals(graph_module: fx.GraphModule) -> int:
+    """Replace each [expand ->] depthwise -> project [+ x] chain by one BandedInvertedResidual node.
+
+    Each link must be its predecessor's only reader. Returns the number of blocks replaced.
+    """
+    graph = graph_module.graph
+    replaced = 0
+    for node in list(graph.nodes):
+        if not _is_depthwise(module_of(graph_module, node)):
+            continue
+        project = single_user(node)
+        if project is None or not _is_pointwise(module_of(graph_module, project)):
+            continue
+        source = node.args[0]
+        assert isinstance(source, fx.Node)
+        expand = source if _is_pointwise(module_of(graph_module, source)) and single_user(source) is node else None
+        block_input = expand.args[0] if expand is not None else source
+        assert isinstance(block_input, fx.Node)
+        last = project
+        adder = single_user(project)
+        residual = (adder is not None and adder.op == "call_function" and adder.target in (operator.add, torch.add)
+                    and len(adder.args) == 2 and not adder.kwargs and set(adder.args) == {block_input, project})
+        if residual:
+            assert adder is not None
+            last = adder
+        module = BandedInvertedResidual(
+            module_of(graph_module, expand) if expand is not None else None,  # type: ignore[arg-type]
+            module_of(graph_module, node),  # type: ignore[arg-type]
+            module_of(graph_module, project),  # type: ignore[arg-type]
+            residual,
+        )
+        name = f"{node.target}_banded".replace(".", "_")
+        graph_module.add_submodule(name, module)
+        with graph.inserting_after(last):
+            banded = graph.call_module(name, (block_input,))
+        last.replace_all_uses_with(banded)
+        graph.eliminate_dead_code()
+        replaced += 1
+    graph_module.delete_all_unused_submodules()
+    graph_module.recompile()
+    return replaced

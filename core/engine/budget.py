@@ -1,0 +1,24 @@
+"""The memory budget: choose band sizes so the plan's predicted peak fits."""
+from __future__ import annotations
+
+from torch import fx
+
+from .bands import BandedInvertedResidual
+from .head import LabelsHead
+
+MIN_BAND_BYTES = 64 * 2**10
+
+
+def band_modules(graph_module: fx.GraphModule) -> list[BandedInvertedResidual | LabelsHead]:
+    return [m for m in graph_module.modules() if isinstance(m, (BandedInvertedResidual, LabelsHead))]
+
+
+def apply_memory_budget(graph_module: fx.GraphModule, memory_budget: int) -> str:
+    """Cap every band's temporaries at 1/16 of the budget (at least 64 KB); returns a note.
+
+    Whether the whole image fits is for the tiler to decide, with `Plan.estimate_peak`.
+    """
+    band_bytes = max(MIN_BAND_BYTES, memory_budget // 16)
+    for module in band_modules(graph_module):
+        module.band_bytes = min(module.band_bytes, band_bytes)
+    return f"memory budget {memory_budget} B: band temporaries capped at {band_bytes} B"

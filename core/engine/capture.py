@@ -1,0 +1,54 @@
+"""Graph capture: a private, traced copy of the model that the passes may rewrite freely."""
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+import torch
+from torch import fx, nn
+
+
+class CaptureError(RuntimeError):
+    """torch.fx could not trace the model; the plan then runs it eagerly as one step."""
+
+
+def capture(model: nn.Module) -> fx.GraphModule:
+    """Trace a deep copy of `model` (eval mode) with torch.fx; the caller's model is never modified."""
+    private = copy.deepcopy(model).eval()
+    for parameter in private.parameters():
+        parameter.requires_grad_(False)
+    try:
+        graph_module = fx.symbolic_trace(private)
+    except Exception as err:  # fx raises many kinds (TraceError, TypeError on control flow, ...)
+        raise CaptureError(f"torch.fx cannot trace {type(model).__name__}: {err}") from err
+    return graph_module
+
+
+def replace_submodule(graph_module: fx.GraphModule, target: str, module: nn.Module) -> None:
+    """Install `module` at the dotted path `target` (creating nothing but the leaf)."""
+    parent_name, _, leaf = target.rpartition(".")
+    parent = graph_module.get_submodule(parent_name) if parent_name else graph_module
+    setattr(parent, leaf, module)
+
+
+def module_of(graph_module: fx.GraphModule, node: fx.Node) -> nn.Module | None:
+    """The submodule a call_module node calls, else None."""
+    if node.op != "call_module":
+        return None
+    assert isinstance(node.target, str)
+    return graph_module.get_submodule(node.target)
+
+
+def call_counts(graph_module: fx.GraphModule) -> Counter[object]:
+    """How many call_module nodes call each submodule target (shared weights show as > 1)."""
+    return Counter(node.target for node in graph_module.graph.nodes if node.op == "call_module")
+
+
+def single_user(node: fx.Node) -> fx.Node | None:
+    """The only node reading `node`, or None when it has zero or several readers."""
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def is_float_tensor(value: object) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point()

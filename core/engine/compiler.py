@@ -1,0 +1,76 @@
+"""compile(model) -> Plan: capture the graph, run the passes, place it on the device."""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.nn.functional as F
+from torch import fx, nn
+
+from ..model.padding import crop_like, pad_to_multiple
+from .bands import BandedInvertedResidual, split_inverted_residuals
+from .budget import apply_memory_budget, band_modules
+from .capture import CaptureError, capture
+from .fold import fold_batchnorm, remove_no_ops
+from .fuse import ConvAct, fuse_conv_activation
+from .head import LabelsHead, labels_head
+from .layout import to_channels_last
+from .plan import Plan
+
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+# Nodes the engine knows the memory behaviour of; anything else runs as a plain eager call.
+_KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh,
+                  nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample)
+_KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, torch.mul, torch.cat, F.interpolate,
+                    F.max_pool2d, F.avg_pool2d, F.relu, F.relu6, F.hardswish, F.silu, torch.relu, crop_like,
+                    pad_to_multiple}
+
+
+def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype = torch.float32,
+            memory_budget: int | None = None, bands: bool = True, head: bool = True) -> Plan:
+    """A Plan that runs `model` (eval, traceable by torch.fx) with the lean passes applied.
+
+    `bands` / `head` switch the row-band passes off (for comparison); `memory_budget` (bytes) bounds
+    the peak by choosing band sizes. A model fx cannot trace runs eagerly as one step (the plan says so).
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"unsupported dtype {dtype}; valid: {', '.join(str(d) for d in DTYPES)}")
+    if memory_budget is not None and memory_budget <= 0:
+        raise ValueError(f"memory_budget must be positive bytes, got {memory_budget}")
+    device = torch.device(device)
+    try:
+        graph_module = capture(model)
+    except CaptureError as err:
+        eager = model.eval().to(device, dtype)
+        return Plan(None, eager, device=device, dtype=dtype, notes=[str(err)], fallbacks=["<whole model>"])
+    notes = [
+        f"removed {remove_no_ops(graph_module)} identity/dropout nodes",
+        f"folded {fold_batchnorm(graph_module)} BatchNorm layers into convolutions",
+        f"fused {fuse_conv_activation(graph_module)} conv + activation pairs",
+    ]
+    if bands:
+        notes.append(f"{split_inverted_residuals(graph_module)} inverted-residual blocks run in row bands")
+    if head:
+        found = labels_head(graph_module)
+        notes.append("labels-out head: argmax per band" if found else "no labels-out head: argmax over full logits")
+    graph_module.to(device=device, dtype=dtype)
+    notes.append(f"{to_channels_last(graph_module)} weights stored channels_last")
+    for module in band_modules(graph_module):
+        module.parallel_bands = device.type == "cpu"
+    if memory_budget is not None:
+        notes.append(apply_memory_budget(graph_module, memory_budget))
+    return Plan(graph_module, None, device=device, dtype=dtype, notes=notes, fallbacks=unknown_nodes(graph_module))
+
+
+def unknown_nodes(graph_module: fx.GraphModule) -> list[str]:
+    """Names of the nodes the engine runs as plain eager calls (memory behaviour not modelled)."""
+    names = []
+    for node in graph_module.graph.nodes:
+        if node.op == "call_module" and not isinstance(graph_module.get_submodule(node.target), _KNOWN_MODULES):
+            names.append(f"{node.target} ({type(graph_module.get_submodule(node.target)).__name__})")
+        elif node.op == "call_function" and node.target not in _KNOWN_FUNCTIONS:
+            names.append(f"{node.name} ({getattr(node.target, '__name__', node.target)})")
+        elif node.op == "call_method":
+            names.append(f"{node.name} (.{node.target})")
+    return names

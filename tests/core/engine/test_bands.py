@@ -1,0 +1,96 @@
+"""Inverted residuals in row bands, and the labels-out head, each against eager PyTorch."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from leanseg.core.engine import compile
+from leanseg.core.engine.bands import BandedInvertedResidual
+from leanseg.core.engine.head import LabelsHead
+from leanseg.core.model.blocks import InvertedResidual
+
+from .nets import randomise_batchnorm
+
+
+class _Block(nn.Module):
+    def __init__(self, block: nn.Module) -> None:
+        super().__init__()
+        self.block = block
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(x)
+
+
+@pytest.mark.parametrize("stride, expand_ratio, out_channels", [(1, 6, 8), (2, 6, 12), (1, 1, 8), (1, 4, 6)])
+@pytest.mark.parametrize("height, width", [(17, 13), (32, 9)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_banded_block_equals_eager(stride: int, expand_ratio: int, out_channels: int, height: int, width: int,
+                                   threads: int) -> None:
+    torch.manual_seed(stride * 7 + expand_ratio)
+    model = randomise_batchnorm(_Block(InvertedResidual(8, out_channels, stride, expand_ratio)))
+    plan = compile(model, device="cpu", head=False)
+    banded = [m for m in plan.graph_module.modules() if isinstance(m, BandedInvertedResidual)]
+    assert len(banded) == 1 and banded[0].residual == (stride == 1 and out_channels == 8)
+    banded[0].band_bytes = 1  # one output row per band: every band an edge or interior case
+    x = torch.randn(1, 8, height, width)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = plan.run(x, output="logits")
+    finally:
+        torch.set_num_threads(previous)
+    with torch.inference_mode():
+        torch.testing.assert_close(got, model(x), atol=1e-5, rtol=1e-5)
+
+
+def test_banded_depthwise_with_dilation() -> None:
+    class Dilated(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.expand = nn.Conv2d(4, 16, 1)
+            self.depthwise = nn.Conv2d(16, 16, 3, padding=2, dilation=2, groups=16)
+            self.project = nn.Conv2d(16, 4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.project(torch.relu(self.depthwise(torch.relu(self.expand(x)))))
+
+    torch.manual_seed(1)
+    model = Dilated().eval()
+    for band_bytes in (1, 16 * 4 * 20 * 3):
+        plan = compile(model, device="cpu", head=False)
+        (banded,) = [m for m in plan.graph_module.modules() if isinstance(m, BandedInvertedResidual)]
+        banded.band_bytes = band_bytes
+        x = torch.randn(1, 4, 23, 20)
+        with torch.inference_mode():
+            torch.testing.assert_close(plan.run(x, output="logits"), model(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+@pytest.mark.parametrize("crop", [(31, 30), (32, 32)])
+def test_labels_head_equals_eager(mode: str, crop: tuple[int, int]) -> None:
+    from leanseg.core.model import padding
+
+    class Head(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(6, 5, 3, padding=1)
+            self.head = nn.Conv2d(6, 5, 1)
+
+        def forward(self, image: torch.Tensor) -> torch.Tensor:
+            y = torch.nn.functional.interpolate(image[:, :, ::2, ::2], scale_factor=2.0, mode=mode)
+            return padding.crop_like(self.head(y), image)
+
+    torch.manual_seed(2)
+    model = Head().eval()
+    plan = compile(model, device="cpu")
+    (head,) = [m for m in plan.graph_module.modules() if isinstance(m, LabelsHead)]
+    head.band_bytes = 1  # one row per band
+    x = torch.randn(1, 6, *crop)
+    with torch.inference_mode():
+        expected = model(x)
+    logits = plan.run(x, output="logits")
+    torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-5)
+    labels = plan.run(x, output="labels")
+    assert labels.dtype == torch.uint8 and labels.shape == (1, *crop)
+    assert torch.equal(labels.long(), expected.argmax(1))
