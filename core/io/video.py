@@ -21,7 +21,7 @@ import numpy as np
 
 from .video_probe import VIDEO_SUFFIXES, VideoReadError, check_video_file, explain_unopenable
 
-__all__ = ["VIDEO_SUFFIXES", "VideoFrame", "VideoInfo", "VideoReadError", "VideoReader", "probe_video"]
+__all__ = ["VIDEO_SUFFIXES", "VideoFrame", "VideoInfo", "VideoReadError", "VideoReader", "VideoSeeker", "probe_video"]
 
 
 @dataclass(frozen=True)
@@ -191,6 +191,46 @@ class VideoReader:
             self._first = None
 
     def __enter__(self) -> VideoReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class VideoSeeker:
+    """Frames by index for a player: forward steps decode in order, other jumps seek. One thread only."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        kind = check_video_file(self.path)
+        self._capture, self.info = _open_capture(self.path, kind)
+        self._next_index = 0  # the frame the capture decodes next
+
+    def read(self, index: int, *, max_skip: int = 30) -> VideoFrame | None:
+        """Frame `index` as RGB, or None past the end (or where the file is damaged).
+
+        Up to `max_skip` frames ahead are skipped by decoding (grab), further jumps seek.
+        """
+        if index < 0:
+            raise ValueError(f"frame index must be >= 0, got {index}")
+        if not self._next_index <= index <= self._next_index + max_skip:
+            self._capture.set(cv2.CAP_PROP_POS_FRAMES, index)
+            self._next_index = index
+        while self._next_index < index:
+            if not self._capture.grab():
+                return None
+            self._next_index += 1
+        ok, bgr = self._capture.read()
+        if not ok or bgr is None:
+            return None
+        self._next_index = index + 1
+        fps = self.info.fps or 0.0
+        return VideoFrame(index, cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), index / fps if fps else 0.0)
+
+    def close(self) -> None:
+        self._capture.release()
+
+    def __enter__(self) -> VideoSeeker:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -141,3 +141,24 @@ def test_writer_round_trip_avi(tmp_path: Path) -> None:
     with VideoReader(out) as reader:
         levels = [grey_level(f.rgb) for f in reader]
     assert levels == pytest.approx([0, 20, 40, 60], abs=4)
+
+
+def test_seeker_reads_frames_by_index_forward_backward_and_past_the_end(tmp_path: Path) -> None:
+    from leanseg.core.io.video import VideoSeeker
+
+    path = write_video(tmp_path / "clip.mp4", frames=40)
+    with VideoSeeker(path) as seeker:
+        assert seeker.info.frame_count == 40
+        for index in (0, 1, 5, 37, 3, 4, 11, 11):  # steps, skips, jumps back and forward, a repeat
+            frame = seeker.read(index)
+            assert frame is not None and frame.index == index
+            assert grey_level(frame.rgb) == pytest.approx((20.0 * index) % 240, abs=4), index
+        assert seeker.read(40) is None
+    with pytest.raises(VideoReadError, match="not a video"):
+        VideoSeeker(_text_file(tmp_path))
+
+
+def _text_file(tmp_path: Path) -> Path:
+    path = tmp_path / "text.mp4"
+    path.write_text("text\n" * 50)
+    return path

@@ -1,0 +1,313 @@
+"""The video panel: play a video with the overlay segmented live, seek, and export the segmented video.
+
+Playback (gui/video_player.py) and export (gui/video_export.py) each run on their own thread with
+their own Segmenter; this widget only turns their signals into pixels and labels. Frames arrive on
+the GUI thread as ShownFrame objects; the panel draws them and tells the player it may send more.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDialog,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSlider,
+    QVBoxLayout,
+    QWidget,
+)
+
+from leanseg.core.events import JobEvent
+from leanseg.core.io.video import VideoInfo, VideoReadError
+from leanseg.core.jobs import VideoJobOptions, VideoJobSummary
+from leanseg.core.model.checkpoint import read_info
+from leanseg.core.predict import InferenceOptions
+
+from .video_export import VideoExport
+from .video_player import ShownFrame, VideoPlayback
+from .viewer import SegmentationViewer
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(max(seconds, 0.0), 60)
+    return f"{int(minutes)}:{secs:04.1f}"
+
+
+class VideoPanel(QDialog):
+    """`open_video(path)`, then play/pause, seek and `export_to(path)`; non-modal, one video at a time."""
+
+    video_opened = Signal(object)  # VideoInfo
+    frame_shown = Signal(object)  # ShownFrame, after it was drawn
+    export_finished = Signal(object)  # VideoJobSummary (also when cancelled)
+    export_failed = Signal(str)
+    job_event = Signal(object)  # the export's JobEvents, for the memory timeline
+    error_shown = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None, model_path: Path | None = None,
+                 options: InferenceOptions | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Video")
+        self.setModal(False)
+        self.resize(820, 640)
+        self.source: Path | None = None
+        self.info: VideoInfo | None = None
+        self.model_path = model_path
+        self.options = options or InferenceOptions()
+        self.colours: tuple[tuple[int, int, int], ...] = ()
+        self.class_names: tuple[str, ...] = ()
+        self.last_frame: ShownFrame | None = None
+        self.last_summary: VideoJobSummary | None = None
+        self.exporting = False  # from export_to until finished/failed arrives
+        self.playback = VideoPlayback(self)
+        self.export = VideoExport(self)
+        self._build()
+        self._connect()
+        self._read_classes()
+        self._refresh()
+
+    # -- construction ---------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.viewer = SegmentationViewer()
+        self.viewer.placeholder.setText("Open a video (File > Open video) or drop one on the main window")
+        self.play_button = QPushButton("Play")
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setTracking(True)
+        self.position_label = QLabel("—")
+        self.live_overlay = QCheckBox("Live overlay")
+        self.live_overlay.setChecked(True)
+        self.rate_label = QLabel("")
+        self.info_label = QLabel("No video")
+        self.export_button = QPushButton("Export segmented video…")
+        self.cancel_button = QPushButton("Cancel")
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(True)
+        self.export_label = QLabel("")
+        self.export_label.setWordWrap(True)
+        transport = QHBoxLayout()
+        transport.addWidget(self.play_button)
+        transport.addWidget(self.slider, 1)
+        transport.addWidget(self.position_label)
+        status = QHBoxLayout()
+        status.addWidget(self.info_label, 1)
+        status.addWidget(self.rate_label)
+        status.addWidget(self.live_overlay)
+        export = QHBoxLayout()
+        export.addWidget(self.export_button)
+        export.addWidget(self.progress, 1)
+        export.addWidget(self.cancel_button)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.viewer, 1)
+        layout.addLayout(transport)
+        layout.addLayout(status)
+        layout.addLayout(export)
+        layout.addWidget(self.export_label)
+
+    def _connect(self) -> None:
+        self.play_button.clicked.connect(self.toggle_play)
+        self.slider.valueChanged.connect(self._on_slider)
+        self.live_overlay.toggled.connect(self._on_live_overlay)
+        self.export_button.clicked.connect(self.choose_export)
+        self.cancel_button.clicked.connect(self.cancel_export)
+        self.playback.frame_shown.connect(self._on_frame)
+        self.playback.playing_changed.connect(self._on_playing_changed)
+        self.playback.failed.connect(self._show_error)
+        self.export.job_event.connect(self._on_export_event)
+        self.export.finished.connect(self._on_export_finished)
+        self.export.failed.connect(self._on_export_failed)
+        self.finished.connect(self.shutdown)  # QDialog.finished: closed by any means
+
+    # -- entry points ---------------------------------------------------------------------------------------
+    def open_video(self, path: Path) -> bool:
+        """Open `path` and show its first frame (segmented when a model is set); False with a message if not."""
+        if self.exporting:
+            self._show_error("Wait for the export to finish, or cancel it, before opening another video.")
+            return False
+        try:
+            info = self.playback.open(Path(path), self.model_path, self.options)
+        except VideoReadError as err:
+            self._show_error(f"Could not open the video: {err}")
+            return False
+        self.source, self.info, self.last_frame = Path(path), info, None
+        self.setWindowTitle(f"{Path(path).name} — leanseg video")
+        self.info_label.setText(f"{Path(path).name} · {info.describe()}")
+        self.slider.blockSignals(True)
+        self.slider.setRange(0, max((info.frame_count or 1) - 1, 0))
+        self.slider.setValue(0)
+        self.slider.blockSignals(False)
+        self.export_label.setText("")
+        self.progress.reset()
+        self._refresh()
+        self.video_opened.emit(info)
+        return True
+
+    def set_model(self, model_path: Path | None, options: InferenceOptions) -> None:
+        """Use this model (and device/engine options) for live segmentation and export."""
+        self.model_path, self.options = model_path, options
+        self._read_classes()
+        if self.source is not None:
+            self.playback.set_model(model_path, options)
+        self._refresh()
+
+    def play(self) -> None:
+        self.playback.play()
+
+    def pause(self) -> None:
+        self.playback.pause()
+
+    def toggle_play(self) -> None:
+        self.pause() if self.playback.playing else self.play()
+
+    def seek(self, index: int) -> None:
+        self.playback.seek(index)
+
+    def choose_export(self) -> None:
+        if self.source is None:
+            return
+        start = str(self.source.with_name(f"{self.source.stem}_segmented.mp4"))
+        name, _ = QFileDialog.getSaveFileName(self, "Export segmented video", start, "MP4 video (*.mp4)")
+        if name:
+            self.export_to(Path(name))
+
+    def export_to(self, output: Path) -> bool:
+        """Segment the whole video into `output` on a background thread (playback pauses meanwhile)."""
+        if self.source is None or self.model_path is None:
+            self._show_error("Open a video and a model first: export needs both.")
+            return False
+        if self.exporting:
+            return False
+        self.pause()
+        csv_path = Path(output).with_suffix(".csv")
+        self.progress.setRange(0, (self.info.frame_count if self.info else None) or 0)
+        self.progress.setValue(0)
+        self.export_label.setText(f"Exporting to {output}…")
+        self.exporting = True
+        self.export.start(self.source, Path(output), self.model_path, self.options,
+                          VideoJobOptions(csv_path=csv_path))
+        self._refresh()
+        return True
+
+    def cancel_export(self) -> None:
+        if self.exporting:
+            self.export.cancel()
+            self.export_label.setText("Cancelling after the current frame…")
+
+    # -- worker -> widgets ------------------------------------------------------------------------------------
+    def _on_frame(self, shown: ShownFrame) -> None:
+        try:
+            first = self.viewer.pixels is None or self.viewer.pixels.shape != shown.rgb.shape
+            if first:
+                self.viewer.set_image(shown.rgb)
+            else:
+                self.viewer.pixels = shown.rgb
+                self.viewer.image_item.setImage(shown.rgb, autoLevels=False, levels=(0, 255))
+            if shown.labels is not None and self.colours:
+                self.viewer.set_labels(shown.labels, self.colours, self.class_names)
+            else:
+                self.viewer.clear_labels()
+            self.last_frame = shown
+            self._show_position(shown)
+        finally:
+            self.playback.frame_drawn()
+        self.frame_shown.emit(shown)
+
+    def _show_position(self, shown: ShownFrame) -> None:
+        self.slider.blockSignals(True)
+        self.slider.setValue(shown.index)
+        self.slider.blockSignals(False)
+        fps = self.info.fps if self.info and self.info.fps else 0.0
+        total = f" / {self.info.frame_count}" if self.info and self.info.frame_count else ""
+        when = f" · {_clock(shown.index / fps)}" if fps else ""
+        self.position_label.setText(f"frame {shown.index + 1}{total}{when}")
+        infer = f"inference {1000 * shown.infer_seconds:.0f} ms" if shown.labels is not None else "no overlay"
+        if self.playback.playing and shown.fps > 0:
+            target = f" of {fps:.0f}" if fps else ""
+            skipped = f" · skipped {shown.skipped}" if shown.skipped else ""
+            self.rate_label.setText(f"live {shown.fps:.1f}{target} fps{skipped} · {infer}")
+        else:
+            self.rate_label.setText(infer)
+
+    def _on_playing_changed(self, playing: bool) -> None:
+        self.play_button.setText("Pause" if playing else "Play")
+
+    def _on_slider(self, value: int) -> None:
+        if self.source is not None:
+            self.seek(value)
+
+    def _on_live_overlay(self, on: bool) -> None:
+        self.playback.set_segmenting(on)
+        if not self.playback.playing and self.last_frame is not None:
+            self.seek(self.last_frame.index)
+
+    def _on_export_event(self, event: JobEvent) -> None:
+        self.job_event.emit(event)
+        if event.kind == "start" and event.count:
+            self.progress.setRange(0, event.count)
+        elif event.kind == "frame" and event.index is not None:
+            self.progress.setValue(event.index + 1)
+            fps = float(event.data.get("fps", 0.0))
+            left = (event.count - event.index - 1) / fps if event.count and fps > 0 else None
+            eta = f" · ETA {_clock(left)}" if left is not None else ""
+            self.export_label.setText(f"Exporting frame {event.index + 1}/{event.count or '?'} · {fps:.1f} fps{eta}")
+
+    def _on_export_finished(self, summary: VideoJobSummary) -> None:
+        self.last_summary, self.exporting = summary, False
+        output = summary.output or "(nothing written)"
+        if summary.cancelled:
+            text = f"Cancelled after {summary.frames_done} frame(s): {output} holds them and plays."
+        else:
+            text = f"Exported {summary.frames_done} frame(s) to {output} at {summary.fps:.1f} fps."
+        if summary.stop_note:
+            text += f" Warning: {summary.stop_note}"
+        self.export_label.setText(text)
+        self._refresh()
+        self.export_finished.emit(summary)
+
+    def _on_export_failed(self, message: str) -> None:
+        self.exporting = False
+        self.export_label.setText(f"Export failed: {message}")
+        self._refresh()
+        self._show_error(f"Export failed: {message}")
+        self.export_failed.emit(message)
+
+    # -- helpers --------------------------------------------------------------------------------------------
+    def _read_classes(self) -> None:
+        self.colours, self.class_names = (), ()
+        if self.model_path is None:
+            return
+        try:
+            info = read_info(self.model_path)
+        except Exception as err:  # noqa: BLE001 - a bad model file is reported, the panel stays usable
+            self._show_error(f"Could not read the model {self.model_path}: {err}")
+            return
+        self.colours = tuple((int(r), int(g), int(b)) for r, g, b in info.class_colours)
+        self.class_names = tuple(info.class_names)
+
+    def _refresh(self) -> None:
+        has_video = self.source is not None
+        exporting = self.exporting
+        self.play_button.setEnabled(has_video)
+        self.slider.setEnabled(has_video)
+        self.export_button.setEnabled(has_video and self.model_path is not None and not exporting)
+        self.cancel_button.setEnabled(exporting)
+        self.live_overlay.setEnabled(self.model_path is not None)
+
+    def _show_error(self, message: str) -> None:
+        self.export_label.setText(message)
+        self.error_shown.emit(message)
+
+    def shutdown(self) -> None:
+        """Stop playback and any export (which finalises what it wrote); open_video starts afresh."""
+        self.playback.close()
+        self.export.stop()
+        self.source = None
+        self._refresh()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.shutdown()
+        super().closeEvent(event)

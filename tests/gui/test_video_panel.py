@@ -1,0 +1,107 @@
+"""The video panel offscreen: open the sample video, play with a live overlay, seek, export with cancel."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+from leanseg.core.predict import InferenceOptions
+from leanseg.gui.video_panel import VideoPanel
+from leanseg.gui.video_player import ShownFrame
+
+from ..core.video_samples import count_frames, write_video
+from .conftest import JOB_TIMEOUT_MS
+
+SAMPLE = Path(__file__).resolve().parents[2] / "assets" / "samples" / "camvid_val.mp4"
+
+
+@pytest.fixture
+def panel(qtbot, gui_tiny_checkpoint: Path) -> VideoPanel:  # type: ignore[no-untyped-def]
+    widget = VideoPanel(model_path=gui_tiny_checkpoint, options=InferenceOptions(device="cpu"))
+    qtbot.addWidget(widget)
+    widget.show()
+    yield widget
+    widget.shutdown()
+
+
+def test_play_seek_and_cancelled_export_of_the_sample(qtbot, panel: VideoPanel, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    with qtbot.waitSignal(panel.frame_shown, timeout=JOB_TIMEOUT_MS) as first:
+        assert panel.open_video(SAMPLE)
+    assert first.args[0].index == 0 and first.args[0].labels is not None
+    assert panel.viewer.labels is not None and panel.viewer.overlay_shown
+    assert panel.slider.maximum() == 100 and "480x360, 101 frames at 15.00 fps" in panel.info_label.text()
+
+    seen: list[ShownFrame] = []
+    panel.frame_shown.connect(seen.append)
+    qtbot.mouseClick(panel.play_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len({f.index for f in seen}) >= 4, timeout=JOB_TIMEOUT_MS)
+    assert panel.play_button.text() == "Pause"
+    indices = [f.index for f in seen]
+    assert indices == sorted(indices) and indices[0] >= 1  # forward, possibly skipping frames
+    assert panel.viewer.labels is seen[-1].labels  # the overlay follows the frames
+    assert panel.viewer.pixels is seen[-1].rgb
+    assert "live" in panel.rate_label.text() and "fps" in panel.rate_label.text()
+
+    panel.pause()
+    qtbot.waitUntil(lambda: panel.play_button.text() == "Play", timeout=JOB_TIMEOUT_MS)
+    with qtbot.waitSignal(panel.frame_shown, timeout=JOB_TIMEOUT_MS, check_params_cb=lambda f: f.index == 60):
+        panel.slider.setValue(60)  # UI -> player
+    assert panel.position_label.text().startswith("frame 61 / 101")
+    assert panel.viewer.labels is not None and panel.viewer.labels.shape == (360, 480)
+
+    out = tmp_path / "export.mp4"
+
+    def cancel_after_three(event) -> None:  # type: ignore[no-untyped-def]
+        if event.kind == "frame" and event.index == 2:
+            qtbot.mouseClick(panel.cancel_button, Qt.MouseButton.LeftButton)
+
+    panel.job_event.connect(cancel_after_three)
+    with qtbot.waitSignal(panel.export_finished, timeout=JOB_TIMEOUT_MS) as done:
+        assert panel.export_to(out)
+        assert not panel.export_button.isEnabled() and panel.cancel_button.isEnabled()
+    summary = done.args[0]
+    assert summary.cancelled and 3 <= summary.frames_done < 101
+    assert count_frames(out) == (summary.frames_done, 15.0, (480, 360))  # finalised: it plays
+    assert "Cancelled after" in panel.export_label.text()
+    assert panel.export_button.isEnabled() and not panel.cancel_button.isEnabled()
+    assert panel.progress.value() >= 3
+
+
+def test_playback_skips_frames_when_inference_is_slower_than_the_video(
+    qtbot, panel: VideoPanel, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    fast = write_video(tmp_path / "fast.avi", frames=400, fps=400.0, fourcc="MJPG", width=320, height=240)
+    with qtbot.waitSignal(panel.frame_shown, timeout=JOB_TIMEOUT_MS):
+        assert panel.open_video(fast)
+    seen: list[ShownFrame] = []
+    panel.frame_shown.connect(seen.append)
+    panel.play()
+    qtbot.waitUntil(lambda: len(seen) >= 6 or not panel.playback.playing, timeout=JOB_TIMEOUT_MS)
+    panel.pause()
+    assert any(f.skipped > 0 for f in seen)
+    assert all(0 < f.fps < 400 for f in seen[2:] if f.fps)
+    assert all(b.index - a.index >= 1 for a, b in zip(seen, seen[1:]))
+
+
+def test_full_export_and_bad_files(qtbot, panel: VideoPanel, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    errors: list[str] = []
+    panel.error_shown.connect(errors.append)
+    text = tmp_path / "notes.mp4"
+    text.write_text("not a video\n" * 40)
+    assert not panel.open_video(text)
+    assert errors and str(text) in errors[-1] and "not a video" in errors[-1]
+    assert not panel.play_button.isEnabled() and not panel.export_button.isEnabled()
+
+    clip = write_video(tmp_path / "clip.mp4", frames=5, fps=10.0)
+    with qtbot.waitSignal(panel.frame_shown, timeout=JOB_TIMEOUT_MS):
+        assert panel.open_video(clip)
+    with qtbot.waitSignal(panel.export_finished, timeout=JOB_TIMEOUT_MS) as done:
+        panel.export_to(tmp_path / "out" / "clip_segmented.mp4")
+    assert done.args[0].complete and done.args[0].frames_done == 5
+    assert count_frames(tmp_path / "out" / "clip_segmented.mp4")[0] == 5
+    assert len((tmp_path / "out" / "clip_segmented.csv").read_text().splitlines()) == 6
+    assert "Exported 5 frame(s)" in panel.export_label.text()
+    assert isinstance(panel.last_frame.labels, np.ndarray)
+
