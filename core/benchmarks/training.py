@@ -1,0 +1,118 @@
+"""`leanseg bench --train`: one training step's peak memory and time, plain vs memory-lean.
+
+For MobileUNet and PlainUNet at the same batch and size: plain fp32, activation-checkpointed,
+bf16 autocast, both; and beside them the eval-mode (no_grad) inference peak for the same input.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..memory import format_bytes
+from ..model import MobileUNet, MobileUNetConfig, PlainUNet, PlainUNetConfig
+from ..train.lean import autocast_for, enable_activation_checkpointing
+from .measure import Probe, median_seconds, run_case
+from .report import format_table, write_json
+
+CONFIGURATIONS = {  # name -> (checkpointing, precision)
+    "train plain": (False, "fp32"),
+    "train checkpointed": (True, "fp32"),
+    "train bf16": (False, "bf16"),
+    "train checkpointed+bf16": (True, "bf16"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("--train")
+    group.add_argument("--train-batch", type=int, default=4, help="batch for --train (default 4)")
+    group.add_argument("--train-size", type=int, default=256, help="square input for --train (default 256)")
+
+
+def _model(kind: str) -> MobileUNet | PlainUNet:
+    return MobileUNet(MobileUNetConfig()) if kind == "MobileUNet" else PlainUNet(PlainUNetConfig())
+
+
+def train_step_case(probe: Probe, kind: str, checkpointing: bool, precision: str, batch: int, size: int,
+                    repeats: int, device: str = "cpu") -> dict[str, Any]:
+    """Peak above (weights + optimiser state) and median time of forward + backward + step."""
+    torch.manual_seed(0)
+    dev = torch.device(device)
+    model = _model(kind).to(dev).train()
+    if checkpointing:
+        enable_activation_checkpointing(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(batch, 3, size, size, device=dev)
+    y = torch.randint(0, model.config.num_classes, (batch, size, size), device=dev)
+
+    def step() -> None:
+        with autocast_for(dev, precision):
+            logits = model(x)
+        loss = F.cross_entropy(logits.float(), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    step()  # warm-up: allocates the optimiser state, which the baseline then includes
+    optimizer.zero_grad(set_to_none=True)
+    probe.start()
+    step()
+    peak = probe.peak_bytes()
+    return {"peak_bytes": peak, "seconds": median_seconds(step, repeats=repeats, warmup=0)}
+
+
+def eval_case(probe: Probe, kind: str, batch: int, size: int, repeats: int, device: str = "cpu") -> dict[str, Any]:
+    """Eval-mode no_grad inference on the same model and input."""
+    dev = torch.device(device)
+    model = _model(kind).to(dev).eval()
+    x = torch.randn(batch, 3, size, size, device=dev)
+    with torch.no_grad():
+        model(x)
+        probe.start()
+        model(x)
+        peak = probe.peak_bytes()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            model(x)
+    return {"peak_bytes": peak, "seconds": (time.perf_counter() - start) / repeats}
+
+
+def run(args: argparse.Namespace) -> int:
+    repeats = 1 if args.quick else 3
+    batch, size = args.train_batch, args.train_size
+    rows: list[dict[str, Any]] = []
+    for kind in ("MobileUNet", "PlainUNet"):
+        plain: dict[str, Any] = {}
+        for name, (checkpointing, precision) in CONFIGURATIONS.items():
+            print(f"{kind}: {name} ...", flush=True)
+            result = run_case(f"{__name__}:train_step_case", {
+                "kind": kind, "checkpointing": checkpointing, "precision": precision, "batch": batch,
+                "size": size, "repeats": repeats, "device": args.device}, threads=args.threads)
+            if name == "train plain":
+                plain = result
+            rows.append(_row(kind, name, result, plain))
+        print(f"{kind}: eval no_grad ...", flush=True)
+        result = run_case(f"{__name__}:eval_case", {"kind": kind, "batch": batch, "size": size,
+                                                    "repeats": repeats, "device": args.device}, threads=args.threads)
+        rows.append(_row(kind, "eval no_grad", result, plain))
+    print(f"\nOne training step, batch {batch} x 3 x {size} x {size}, {args.threads} threads, {args.device}:\n")
+    print(format_table(rows, ["model", "configuration", "peak", "x plain peak", "step s", "x plain time"]))
+    path = write_json(args.out / "bench_train.json", {"batch": batch, "size": size, "threads": args.threads,
+                                                      "device": args.device, "rows": rows})
+    print(f"\nwritten {path}")
+    return 0 if all("error" not in r for r in rows) else 1
+
+
+def _row(kind: str, name: str, result: dict[str, Any], plain: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"model": kind, "configuration": name}
+    if "error" in result:
+        return {**row, "peak": f"error: {result['error']}"}
+    row.update(peak=format_bytes(result["peak_bytes"]), peak_bytes=result["peak_bytes"],
+               seconds=result["seconds"], **{"step s": round(result["seconds"], 3)})
+    if plain.get("peak_bytes"):
+        row["x plain peak"] = round(result["peak_bytes"] / plain["peak_bytes"], 3)
+        row["x plain time"] = round(result["seconds"] / plain["seconds"], 3)
+    return row
