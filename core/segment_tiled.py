@@ -72,15 +72,16 @@ def estimate_tile_bytes(segmenter: Segmenter, height: int, width: int, output: s
         if model not in _estimators:
             _estimators[model] = eager_peak_estimator(model, channels)
         run_bytes = _estimators[model]((1, channels, height, width))
-    return run_bytes + 3 * channels * height * width * 4  # tile input + normalisation temporaries
+    return run_bytes + 2 * channels * height * width * 4  # the tile's float input and its normalisation copy
 
 
-def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "logits") -> TilingPlan:
-    """Whole image or tiles, exact or fast, from the options, the memory budget and the estimate."""
+def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "logits", *,
+               mode: str | None = None, budget_bytes: int | None = None) -> TilingPlan:
+    """Whole image or tiles, exact or fast, from the options (or the overrides), the budget and the estimate."""
     options = segmenter.options
-    budget = options.memory_budget or default_budget(segmenter.device)
+    budget = budget_bytes or options.memory_budget or default_budget(segmenter.device)
     field = receptive_field_of(segmenter.model)
-    mode = options.tiling
+    mode = mode or options.tiling
     if isinstance(field, str):  # no bounded receptive field: whole image, or fast tiles if asked
         if mode == "exact":
             raise ValueError(f"--tiling exact is impossible for this model ({field}); use fast or off")

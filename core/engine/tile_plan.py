@@ -60,7 +60,9 @@ class TilingPlan:
 
     def describe(self) -> str:
         """One line for the CLI and the job events."""
-        budget = f" within budget {format_bytes(self.budget_bytes)}" if self.budget_bytes else ""
+        over = self.tile_bytes is not None and self.budget_bytes is not None and self.tile_bytes > self.budget_bytes
+        budget = (f" {'over' if over else 'within'} budget {format_bytes(self.budget_bytes)}"
+                  if self.budget_bytes else "")
         estimate = f", estimated peak {format_bytes(self.tile_bytes)}" if self.tile_bytes else ""
         if self.mode == "whole":
             return f"whole image {self.width}x{self.height} in one pass{estimate}{budget}"
