@@ -1,0 +1,50 @@
+"""Export a lab result: JSON, and PNG charts (peak and time per configuration, live bytes per step)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..plotting import bar_chart, line_chart
+from .lab import LabResult
+from .records import MemoryProfile, write_json
+
+MB = 1e6
+
+
+def bound_lines(result: LabResult) -> list[tuple[float, str]]:
+    """(MB, label) for the lower bounds, for charts."""
+    if result.bounds is None:
+        return []
+    return [(result.bounds.whole_bytes / MB, f"lower bound, blocks whole {result.bounds.whole_bytes / MB:.0f} MB"),
+            (result.bounds.pieces_bytes / MB, f"lower bound, in pieces {result.bounds.pieces_bytes / MB:.0f} MB")]
+
+
+def step_series(profile: MemoryProfile) -> tuple[list[float], list[float]]:
+    """(step index, peak MB while it ran) for each step."""
+    return [float(s.index) for s in profile.steps], [s.peak_bytes / MB for s in profile.steps]
+
+
+def write_lab(result: LabResult, out_dir: str | Path, stem: str = "memory_lab") -> list[Path]:
+    """JSON plus up to three PNGs in `out_dir`; returns the paths written."""
+    out = Path(out_dir)
+    title = f"{result.model}, {result.size}x{result.size}, {result.device}"
+    written = [write_json(out / f"{stem}.json", result.to_dict())]
+    good = [r for r in result.rows if "error" not in r]
+    if good:
+        written.append(bar_chart({r["name"]: r["peak_bytes"] / MB for r in good},
+                                 out / f"{stem}_peak.png", title=f"Peak memory above baseline: {title}",
+                                 y_label="MB", hlines=bound_lines(result), size=(1280, 600),
+                                 value_format=lambda v: f"{v:.0f}"))
+        written.append(bar_chart({r["name"]: r["seconds"] for r in good}, out / f"{stem}_time.png",
+                                 title=f"Time per run (median): {title}", y_label="seconds", size=(1280, 600)))
+    profiles = [p for p in (result.eager, result.engine) if p is not None]
+    if profiles:
+        series = {f"{p.mode} ({p.dtype})": step_series(p) for p in profiles}
+        marks = []
+        for p in profiles:
+            peak = p.peak_step
+            if peak is not None:
+                marks.append((float(peak.index), f"{p.mode} peak {peak.peak_bytes / MB:.0f} MB: {peak.layer}"))
+        written.append(line_chart(series, out / f"{stem}_steps.png", title=f"Bytes held at each step: {title}",
+                                  x_label="step (graph node)", y_label="MB", marks=marks, hlines=bound_lines(result),
+                                  size=(1280, 600)))
+    return written
