@@ -47,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tile-image", type=Path, default=SAMPLE, help="picture scaled up to each size")
     group.add_argument("--agreement", type=int, default=2048, metavar="N",
                        help="compare tiled and whole-image logits at N x N (0: skip; default 2048)")
+    group.add_argument("--large-tiff", type=int, default=0, metavar="N",
+                       help="also segment an N x N uncompressed TIFF from a memory map (0: skip)")
+    group.add_argument("--large-tiling", default="auto", choices=("auto", "exact", "fast"),
+                       help="tiling mode of the --large-tiff run (default auto)")
+    group.add_argument("--large-max-tiles", type=int, default=0, metavar="K",
+                       help="stop the --large-tiff run after K tiles (0: segment it all)")
+    group.add_argument("--large-dir", type=Path, default=Path("/tmp"), help="where the large TIFF is written")
     group.add_argument("--configs", default=",".join(CONFIGURATIONS),
                        help="comma-separated subset of: " + ", ".join(CONFIGURATIONS))
 
@@ -95,7 +102,7 @@ def estimate_whole_case(probe: Probe, size: int, engine: str, model: str | None,
 
 
 def run(args: argparse.Namespace) -> int:
-    sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
+    sizes = [int(s) for s in str(args.sizes).split(",") if s.strip() and int(s) > 0]
     model = str(args.tile_model) if args.tile_model else None
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     unknown = [c for c in configs if c not in CONFIGURATIONS]
@@ -140,11 +147,37 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(agreement.get("rows", [{"mode": "error", "note": agreement.get("error")}]),
                            ["mode", "halo px", "tiles", "labels agree", "max |logit diff|", "differing labels",
                             "of which decided", "note"]))
+    if args.large_tiff:
+        payload["large_tiff"] = _run_large(args, model)
     out = Path(args.out)
     json_path = write_json(out / "bench_tiling.json", payload)
-    plot_path = _plot(rows, out / "bench_tiling.png")
-    print(f"\nwritten {json_path}, {plot_path}")
+    plot_path = _plot(rows, out / "bench_tiling.png") if rows else None
+    print(f"\nwritten {json_path}" + (f", {plot_path}" if plot_path else ""))
     return 0 if all("error" not in str(r.get("plan", "")) for r in rows) else 1
+
+
+def _run_large(args: argparse.Namespace, model: str | None) -> dict[str, Any]:
+    from .tiling_large import make_large_tiff
+
+    size = args.large_tiff
+    path = Path(args.large_dir) / f"leanseg_bench_{size}.tif"
+    print(f"\nwriting {path} ({format_bytes(size * size * 3)}) ...", flush=True)
+    make_large_tiff(path, size, str(args.tile_image))
+    try:
+        print(f"segmenting {size}x{size} from the memory map ...", flush=True)
+        result = run_case(f"{__name__}_large:large_tiff_case", {
+            "path": str(path), "budget": args.tile_budget, "tiling": args.large_tiling,
+            "max_tiles": args.large_max_tiles, "model": model, "device": args.device},
+            threads=args.threads, timeout=4 * 3600)
+    finally:
+        path.unlink(missing_ok=True)
+    if "error" not in result:
+        result["peak"] = format_bytes(result["peak_bytes"])
+        print(format_table([{"size": size, **result}], ["size", "peak", "tiles_done", "tiles", "finished",
+                                                        "megapixels_done", "s/MP", "plan"]))
+    else:
+        print(f"error: {result['error']}")
+    return result
 
 
 def _row(row: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:

@@ -125,15 +125,17 @@ def unet_checkpoint(tmp_path: Path) -> Path:
 
 
 def segmenter(checkpoint: Path, **options: object) -> Segmenter:
-    return Segmenter(load_checkpoint(checkpoint), InferenceOptions(device="cpu", engine="eager", **options))  # type: ignore[arg-type]
+    options.setdefault("engine", "eager")
+    return Segmenter(load_checkpoint(checkpoint), InferenceOptions(device="cpu", **options))  # type: ignore[arg-type]
 
 
-def test_segmenter_tiles_under_a_small_budget_and_reports_each_tile(unet_checkpoint: Path,
-                                                                     pixels: np.ndarray) -> None:
+@pytest.mark.parametrize("engine", ["eager", "lean"])
+def test_segmenter_tiles_under_a_small_budget_and_reports_each_tile(unet_checkpoint: Path, pixels: np.ndarray,
+                                                                     engine: str) -> None:
     image = ImageData(pixels)
-    reference = segmenter(unet_checkpoint, tiling="off").segment(image).labels
+    reference = segmenter(unet_checkpoint, tiling="off", engine="eager").segment(image).labels
     events: list[JobEvent] = []
-    result = segmenter(unet_checkpoint, memory_budget=1_000_000).segment(image, on_event=events.append)
+    result = segmenter(unet_checkpoint, memory_budget=1_000_000, engine=engine).segment(image, on_event=events.append)
     plans = [e for e in events if e.kind == "plan"]
     tiles = [e for e in events if e.kind == "tile"]
     assert len(plans) == 1 and plans[0].data["mode"] == "exact" and plans[0].data["halo_px"] == 28

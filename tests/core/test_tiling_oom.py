@@ -40,18 +40,19 @@ def image() -> ImageData:
 
 
 def segmenter(checkpoint: Path, injection: FaultInjection | None = None, **options: object) -> Segmenter:
-    result = Segmenter(load_checkpoint(checkpoint), InferenceOptions(device="cpu", engine="eager", **options))  # type: ignore[arg-type]
+    options.setdefault("engine", "eager")
+    result = Segmenter(load_checkpoint(checkpoint), InferenceOptions(device="cpu", **options))  # type: ignore[arg-type]
     result.fault_injection = injection
     return result
 
 
-@pytest.mark.parametrize("error", [MemoryError, torch.cuda.OutOfMemoryError])
+@pytest.mark.parametrize("error, engine", [(MemoryError, "eager"), (torch.cuda.OutOfMemoryError, "lean")])
 def test_whole_image_oom_retries_with_halved_tiles_and_stays_exact(checkpoint: Path, image: ImageData,
-                                                                     error: type[BaseException]) -> None:
+                                                                     error: type[BaseException], engine: str) -> None:
     reference = segmenter(checkpoint, tiling="off").segment(image).labels
     injection = FaultInjection(frozenset({0, 1, 2}), at_step=5, error=error)  # mid-run, tensors alive
     events: list[JobEvent] = []
-    result = segmenter(checkpoint, injection).segment(image, on_event=events.append)
+    result = segmenter(checkpoint, injection, engine=engine).segment(image, on_event=events.append)
     warnings = [e for e in events if e.kind == "warning"]
     assert injection.raised == [0, 1, 2]
     assert [e.data["tile_px"] for e in warnings] == [68, 32, 16]  # 136 px whole -> halves, stride-aligned
