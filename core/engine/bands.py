@@ -1,5 +1,6 @@
 """Pass: inverted-residual blocks (1x1 expand -> kxk depthwise -> 1x1 project [+ x]) in row bands,
-so the expanded tensor (t times the input's channels) never exists whole: only a band of it does."""
+so the expanded tensor (t times the input's channels) never exists whole: only a band of it does.
+The same module runs any kxk conv in bands when its input is a virtual concatenation (virtual.py)."""
 from __future__ import annotations
 
 import operator
@@ -12,6 +13,7 @@ from .band_pool import row_bands, run_bands
 from .capture import module_of, single_user
 from .fuse import ConvAct
 from .layout import CHANNELS_LAST
+from .virtual import Part, virtual_rows, virtual_size
 
 DEFAULT_BAND_BYTES = 2 * 2**20  # expanded rows per band: small enough to stay in cache
 
@@ -21,11 +23,14 @@ class BandedInvertedResidual(nn.Module):
 
     Each band expands only the input rows its depthwise window reads (a halo of k // 2 rows),
     zero-pads at the image's top and bottom as the depthwise's own padding would, then projects
-    and adds the residual straight into the preallocated output.
+    and adds the residual straight into the preallocated output. `expand` and `project` are
+    optional: with neither it is a plain kxk conv, worth banding when its input is virtual
+    (`parts`: the input is the concatenation of the node's arguments, some upsampled).
     """
 
-    def __init__(self, expand: ConvAct | None, depthwise: ConvAct, project: ConvAct, residual: bool) -> None:
+    def __init__(self, expand: ConvAct | None, depthwise: ConvAct, project: ConvAct | None, residual: bool) -> None:
         super().__init__()
+        self.parts: tuple[Part, ...] = (Part(),)  # how the node's arguments form the input
         self.expand = expand
         self.depthwise = depthwise
         self.project = project
@@ -53,28 +58,34 @@ class BandedInvertedResidual(nn.Module):
         row_bytes = self.hidden_channels * width * itemsize * self._stride
         return max(1, min(out_height, self.band_bytes // max(1, row_bytes)))
 
-    def forward(self, x: Tensor) -> Tensor:  # (1, Cin, H, W) -> (1, Cout, H', W')
-        height, width = x.shape[2], x.shape[3]
+    def forward(self, *inputs: Tensor) -> Tensor:  # (1, Cin, H, W) -> (1, Cout, H', W')
+        x = inputs[0]
+        _, height, width = virtual_size(inputs, self.parts)
         out_h, out_w = self.output_size(height, width)
-        shape = (x.shape[0], self.project.conv.out_channels, out_h, out_w)
+        last_conv = (self.project or self.depthwise).conv
+        shape = (x.shape[0], last_conv.out_channels, out_h, out_w)
         if self.residual:
             out = x.clone(memory_format=CHANNELS_LAST)  # each band's projection is added into it
-        else:
+        elif self.project is not None:
             out = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=CHANNELS_LAST).zero_()
+        else:
+            out = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=CHANNELS_LAST)
         rows = self.rows_per_band(width, out_h, x.element_size())
 
         def run_band(top: int, bottom: int) -> int:
-            band, band_bytes = self._depthwise_band(x, top, bottom)  # (1, hidden, bottom - top, W')
-            self.project.add_into(out[:, :, top:bottom], band)
+            band, band_bytes = self._depthwise_band(inputs, height, top, bottom)  # (1, hidden, bottom - top, W')
+            if self.project is not None:
+                self.project.add_into(out[:, :, top:bottom], band)
+            else:
+                out[:, :, top:bottom] = band
             return band_bytes
 
         self.transient_bytes = run_bands(run_band, row_bands(out_h, rows), x.device, self.parallel_bands)
         return out
 
-    def _depthwise_band(self, x: Tensor, top: int, bottom: int) -> tuple[Tensor, int]:
+    def _depthwise_band(self, inputs: tuple[Tensor, ...], height: int, top: int, bottom: int) -> tuple[Tensor, int]:
         """Depthwise output rows [top, bottom), expanding only the input rows they read; and the
         bytes of temporaries made for them."""
-        height = x.shape[2]
         stride, pad = self._stride, self._pad
         span = self._dilation * (self._kernel - 1) + 1
         first = top * stride - pad  # first input row the band's window reads (may be padding)
@@ -84,11 +95,13 @@ class BandedInvertedResidual(nn.Module):
         else:  # at an edge: the conv pads rows itself; drop the `skip` output rows before `top`
             skip = top if first < 0 else -(-pad // stride)
             first, padding = (top - skip) * stride, (pad, self._width_padding[1])
-        rows = x[:, :, first:min(last, height)]
+        rows = virtual_rows(inputs, self.parts, first, min(last, height))
+        made_bytes = 0 if self.parts == (Part(),) else rows.untyped_storage().nbytes()  # else a view
         expanded = self.expand(rows) if self.expand is not None else rows
+        if self.expand is not None:
+            made_bytes += expanded.untyped_storage().nbytes()
         band = self.depthwise(expanded, padding=padding)[:, :, skip:skip + bottom - top]
-        expanded_bytes = expanded.untyped_storage().nbytes() if self.expand is not None else 0
-        return band, expanded_bytes + band.untyped_storage().nbytes()
+        return band, made_bytes + band.untyped_storage().nbytes()
 
     def extra_repr(self) -> str:
         return f"hidden={self.hidden_channels}, stride={self._stride}, residual={self.residual}"
@@ -153,3 +166,29 @@ def split_inverted_residuals(graph_module: fx.GraphModule) -> int:
     graph_module.delete_all_unused_submodules()
     graph_module.recompile()
     return replaced
+
+
+def band_concat_convs(graph_module: fx.GraphModule) -> int:
+    """Wrap each conv whose input is a concatenation (read by it alone) as a banded step, so that
+    `fuse_concat_inputs` can make the concatenation virtual. Returns the number wrapped."""
+    graph = graph_module.graph
+    wrapped = 0
+    for node in list(graph.nodes):
+        conv = module_of(graph_module, node)
+        source = node.args[0] if node.args else None
+        if not isinstance(conv, ConvAct) or not isinstance(source, fx.Node) or len(node.args) != 1:
+            continue
+        if source.op != "call_function" or source.target is not torch.cat or len(source.users) != 1:
+            continue
+        if conv.conv.stride[0] != conv.conv.stride[1] or not isinstance(conv.conv.padding, tuple):
+            continue
+        name = f"{node.target}_banded".replace(".", "_")
+        graph_module.add_submodule(name, BandedInvertedResidual(None, conv, None, residual=False))
+        with graph.inserting_after(node):
+            banded = graph.call_module(name, (source,))
+        node.replace_all_uses_with(banded)
+        graph.erase_node(node)
+        wrapped += 1
+    graph_module.delete_all_unused_submodules()
+    graph_module.recompile()
+    return wrapped

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from ..model.padding import crop_like, pad_to_multiple
-from .bands import BandedInvertedResidual, split_inverted_residuals
+from .bands import BandedInvertedResidual, band_concat_convs, split_inverted_residuals
 from .budget import apply_memory_budget, band_modules
 from .capture import CaptureError, capture
 from .fold import fold_batchnorm, remove_no_ops
@@ -16,6 +16,7 @@ from .fuse import ConvAct, fuse_conv_activation
 from .head import LabelsHead, labels_head
 from .layout import to_channels_last
 from .plan import Plan
+from .virtual import fuse_concat_inputs
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -51,6 +52,9 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
     ]
     if bands:
         notes.append(f"{split_inverted_residuals(graph_module)} inverted-residual blocks run in row bands")
+        notes.append(f"{band_concat_convs(graph_module)} convs over a concatenation run in row bands")
+        fused = fuse_concat_inputs(graph_module, (BandedInvertedResidual,))
+        notes.append(f"{fused} concatenations (and their upsampling) made virtual: built band by band")
     if head:
         found = labels_head(graph_module)
         notes.append("labels-out head: argmax per band" if found else "no labels-out head: argmax over full logits")

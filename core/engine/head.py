@@ -2,8 +2,6 @@
 emits labels (argmax per band), so full-size logits and the full-size upsampled tensor never exist."""
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, fx, nn
@@ -12,6 +10,7 @@ from ..model.padding import crop_like
 from .band_pool import row_bands, run_bands
 from .capture import module_of
 from .fuse import ConvAct
+from .virtual import source_rows, upsample_part
 
 DEFAULT_BAND_BYTES = 4 * 2**20  # temporaries per band: upsampled rows + their logits
 
@@ -80,7 +79,7 @@ class LabelsHead(nn.Module):
         """Logits of output rows [top, bottom) cropped to `width`, and the upsampled band's bytes."""
         if self.scale is None or self.mode is None:
             return self.conv(z[:, :, top:bottom])[..., :width], 0
-        first, last = _source_rows(top, bottom, self.scale, self.mode, z.shape[2])
+        first, last = source_rows(top, bottom, self.scale, self.mode, z.shape[2])
         source = z[:, :, first:last]
         if self.mode == "bilinear":
             upsampled = F.interpolate(source, scale_factor=float(self.scale), mode="bilinear", align_corners=False)
@@ -92,30 +91,6 @@ class LabelsHead(nn.Module):
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}, mode={self.mode}, crop={self.crop}"
-
-
-def _source_rows(top: int, bottom: int, scale: int, mode: str, source_height: int) -> tuple[int, int]:
-    """Input rows [first, last) whose upsampling reproduces output rows [top, bottom) exactly."""
-    if mode == "nearest":
-        return top // scale, (bottom - 1) // scale + 1
-    first = max(0, math.floor((top + 0.5) / scale - 0.5))
-    last = min(source_height, math.floor((bottom - 0.5) / scale - 0.5) + 2)
-    return first, last
-
-
-def _upsample_spec(node: fx.Node) -> tuple[int, str] | None:
-    """(integer scale, mode) for F.interpolate(x, scale_factor=k, mode=nearest|bilinear), else None."""
-    if node.op != "call_function" or node.target is not F.interpolate or len(node.args) != 1:
-        return None
-    kwargs = dict(node.kwargs)
-    scale, mode = kwargs.pop("scale_factor", None), kwargs.pop("mode", "nearest")
-    align = kwargs.pop("align_corners", None)
-    kwargs.pop("recompute_scale_factor", None)
-    if kwargs or not isinstance(scale, (int, float)) or float(scale) != int(scale) or int(scale) < 1:
-        return None
-    if mode not in ("nearest", "bilinear") or align:
-        return None
-    return int(scale), str(mode)
 
 
 def labels_head(graph_module: fx.GraphModule) -> bool:
@@ -140,7 +115,8 @@ def labels_head(graph_module: fx.GraphModule) -> bool:
         return False
     source = tail.args[0]
     assert isinstance(source, fx.Node)
-    spec = _upsample_spec(source) if len(source.users) == 1 else None
+    part = upsample_part(source) if len(source.users) == 1 else None
+    spec = (part.scale, part.mode) if part is not None and part.scale is not None else None
     if spec is not None:
         upsampled_from = source.args[0]
         assert isinstance(upsampled_from, fx.Node)
