@@ -57,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"leanseg: error: {err}")
         return 2
+    if "onnxruntime" in configs and args.device != "cpu":
+        print("onnxruntime row skipped: measured on the CPU only")
+        configs.remove("onnxruntime")
     if "onnxruntime" in configs and (importlib.util.find_spec("onnxruntime") is None
                                      or importlib.util.find_spec("onnx") is None):
         print("onnxruntime row skipped: install the bench extra (pip install 'leanseg[bench]')")

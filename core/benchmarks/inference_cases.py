@@ -117,11 +117,19 @@ def inference_case(probe: Probe, kind: str, size: int, config: str, repeats: int
     model, weights = build_model(kind)
     model = model.to(dev)
     x = sample_input(size).to(dev)
-    measured, logits_of, extra = _runner(config, model, x, dev, threads)
+    run_once, logits_of, extra = _runner(config, model, x, dev, threads)
+
+    def measured() -> None:
+        run_once()
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)  # CUDA calls return before the kernels finish
+
     measured()  # warm-up: oneDNN primitives, ORT arenas, first-touch of weights
     probe.start()
     seconds = median_seconds(measured, repeats=repeats, warmup=0)
     result: dict[str, Any] = {"peak_bytes": probe.peak_bytes(), "seconds": seconds, "weights": weights}
+    if dev.type == "cuda":
+        result["reserved_bytes"] = int(torch.cuda.memory_reserved(dev))  # what the caching allocator keeps
     plan = extra.pop("_plan", None)
     if plan is not None and plan.last_stats is not None:
         result["accounted_bytes"] = plan.last_stats.peak_bytes

@@ -105,3 +105,26 @@ def test_bad_arguments_are_named() -> None:
         plan.run(torch.randn(2, 3, 8, 8))
     with pytest.raises(ValueError, match="unsupported dtype"):
         compile(model, device="cpu", dtype=torch.int8)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["mobile_unet", "plain_unet", "dilated_resnet", "bilinear_decoder"])
+def test_engine_equals_eager_on_cuda(name: str) -> None:
+    model, (height, width) = _models()[name]
+    model = model.cuda()
+    x = torch.randn(1, 3, height, width, device="cuda")
+    previous = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False  # TF32 would make both sides differ by ~1e-3
+    try:
+        with torch.inference_mode():
+            expected = model(x)
+        plan = compile(model, device="cuda")
+        logits = plan.run(x, output="logits")
+        labels = plan.run(x)
+    finally:
+        torch.backends.cudnn.allow_tf32 = previous
+    assert logits.device.type == "cuda" and (logits - expected).abs().max().item() <= 1e-4
+    assert_labels_match(labels, expected)
+    stats = plan.last_stats
+    assert stats is not None and stats.peak_bytes == plan.estimate_peak(tuple(x.shape))
