@@ -14,7 +14,14 @@ from ..io.video import VideoReadError
 from ..io.video_writer import WRITER_CODECS, VideoWriteError
 from ..jobs import VideoJobOptions, segment_video
 from ..memory import format_bytes
-from .common import CommandError, add_inference_options, build_segmenter, report_error
+from .common import (
+    CommandError,
+    add_inference_options,
+    add_memory_log_option,
+    build_segmenter,
+    memory_logging,
+    report_error,
+)
 from .progress import ProgressBar
 
 
@@ -33,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-csv", action="store_true", help="do not write the class-fraction CSV")
     parser.add_argument("--alpha", type=float, default=0.5, help="overlay opacity 0..1 (default 0.5)")
     add_inference_options(parser)
+    add_memory_log_option(parser)
     parser.set_defaults(run=run)
 
 
@@ -66,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr if event.kind == "warning" else sys.stdout)
 
     try:
-        summary = segment_video(args.input, args.out, segmenter, options, on_event=show)
-    except (VideoReadError, VideoWriteError) as err:
+        with memory_logging(args.memory_log, segmenter.device, show) as on_event:
+            summary = segment_video(args.input, args.out, segmenter, options, on_event=on_event)
+    except (VideoReadError, VideoWriteError, CommandError) as err:
         return report_error(err)
     except KeyboardInterrupt:
         close_bar()

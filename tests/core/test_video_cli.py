@@ -16,7 +16,8 @@ def test_video_command_writes_video_csv_and_label_pngs(tmp_path: Path, tiny_chec
     source = write_video(tmp_path / "in.mp4", frames=8, fps=10.0)
     out = tmp_path / "out" / "seg.mp4"
     result = _leanseg("video", str(source), "--out", str(out), "--labels-dir", str(tmp_path / "labels"),
-                      "--every", "2", "--model", str(tiny_checkpoint), "--device", "cpu")
+                      "--every", "2", "--model", str(tiny_checkpoint), "--device", "cpu",
+                      "--memory-log", str(tmp_path / "memory.csv"))
     assert result.returncode == 0, result.stderr
     assert "64x48, 8 frames at 10.00 fps" in result.stdout
     assert "4 frame(s) in" in result.stdout and "frames/s end to end" in result.stdout
@@ -25,6 +26,7 @@ def test_video_command_writes_video_csv_and_label_pngs(tmp_path: Path, tiny_chec
     assert len((tmp_path / "out" / "seg.csv").read_text().splitlines()) == 1 + 4
     assert sorted(p.name for p in (tmp_path / "labels").iterdir()) == [
         f"in_{k:06d}_labels.png" for k in (0, 2, 4, 6)]
+    assert "memory log" in result.stdout and (tmp_path / "memory.csv").read_text().startswith("# leanseg memory log")
 
 
 def test_video_command_errors_name_the_file(tmp_path: Path, tiny_checkpoint: Path) -> None:
@@ -37,7 +39,7 @@ def test_video_command_errors_name_the_file(tmp_path: Path, tiny_checkpoint: Pat
 
     cut = truncate(write_video(tmp_path / "whole.avi", frames=16, fourcc="MJPG"), tmp_path / "cut.avi", 0.5)
     result = _leanseg("video", str(cut), "--out", str(tmp_path / "o.mp4"), "--model", str(tiny_checkpoint),
-                      "--no-csv")
+                      "--no-csv", "--engine", "eager")
     assert result.returncode == 1, result.stderr
     assert f"warning: {cut}: stopped at frame" in result.stderr and "of 16" in result.stderr
     assert 0 < count_frames(tmp_path / "o.mp4")[0] < 16

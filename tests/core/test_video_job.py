@@ -8,21 +8,29 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+import torch
 
 from leanseg.core.events import JobEvent
 from leanseg.core.io.images import ImageData
 from leanseg.core.io.video import VideoReader
 from leanseg.core.io.video_writer import VideoWriteError
 from leanseg.core.jobs import VideoJobOptions, segment_video
-from leanseg.core.model.checkpoint import load_checkpoint
+from leanseg.core.model import MobileUNet
+from leanseg.core.model.checkpoint import default_info, load_checkpoint, save_checkpoint
 from leanseg.core.predict import InferenceOptions, Segmenter
 
+from .conftest import TINY_MOBILE
 from .video_samples import HEIGHT, WIDTH, count_frames, truncate, write_video
 
 
-@pytest.fixture
-def segmenter(tiny_checkpoint: Path) -> Segmenter:
-    return Segmenter(load_checkpoint(tiny_checkpoint), InferenceOptions(device="cpu"))
+@pytest.fixture(scope="module")
+def segmenter(tmp_path_factory: pytest.TempPathFactory) -> Segmenter:
+    """One tiny model for the module (the tiler's first-call set-up is paid once); eager keeps these
+    pipeline tests quick, the CLI test runs the default (lean) engine end to end."""
+    torch.manual_seed(0)
+    path = save_checkpoint(tmp_path_factory.mktemp("video_job") / "tiny.safetensors", MobileUNet(TINY_MOBILE).eval(),
+                           default_info(TINY_MOBILE))
+    return Segmenter(load_checkpoint(path), InferenceOptions(device="cpu", engine="eager"))
 
 
 def test_video_job_writes_overlay_video_labels_and_csv(tmp_path: Path, segmenter: Segmenter) -> None:

@@ -19,7 +19,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "assets" / "samples" / "camvid_va
 
 @pytest.fixture
 def panel(qtbot, gui_tiny_checkpoint: Path) -> VideoPanel:  # type: ignore[no-untyped-def]
-    widget = VideoPanel(model_path=gui_tiny_checkpoint, options=InferenceOptions(device="cpu"))
+    widget = VideoPanel(model_path=gui_tiny_checkpoint, options=InferenceOptions(device="cpu", engine="eager"))
     qtbot.addWidget(widget)
     widget.show()
     yield widget
