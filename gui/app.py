@@ -1,0 +1,63 @@
+"""`leanseg-gui [IMAGE|FOLDER|VIDEO] [--model M] [--screenshot PNG]`: the desktop app's entry point."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+SCREENSHOT_TIMEOUT_S = 600.0  # give up on --screenshot if the job has not ended by then
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="leanseg-gui", description="leanseg desktop app.")
+    parser.add_argument("path", nargs="?", type=Path, metavar="IMAGE|FOLDER|VIDEO", help="open this at start")
+    parser.add_argument("--model", type=Path, help="model file (.safetensors); default: the last one used, "
+                                                   "else the shipped CamVid model")
+    parser.add_argument("--screenshot", type=Path, metavar="PNG",
+                        help="segment PATH, save a screenshot of the whole window to PNG and exit")
+    parser.add_argument("--size", default="1440x900", metavar="WxH", help="window size for --screenshot")
+    parser.add_argument("--settings", type=Path, metavar="INI",
+                        help="keep settings in this INI file instead of the user's settings")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Open the window (and, with --screenshot, segment, save the picture and exit); returns the exit code."""
+    args = build_parser().parse_args(argv)
+    if args.screenshot is not None:
+        if args.path is None:
+            print("leanseg-gui: error: --screenshot needs an IMAGE to segment", file=sys.stderr)
+            return 2
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # no screen needed to take the picture
+    if args.path is not None and not args.path.exists():
+        print(f"leanseg-gui: error: {args.path}: no such file or folder", file=sys.stderr)
+        return 2
+
+    from PySide6.QtWidgets import QApplication
+
+    from .main_window import MainWindow
+    from .screenshot import ScreenshotTaker
+    from .settings import AppSettings
+    from .style import apply_style
+
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app.setApplicationName("leanseg")
+    app.setOrganizationName("leanseg")
+    apply_style(app)  # type: ignore[arg-type]
+    settings = AppSettings(args.settings)
+    window = MainWindow(settings=settings, model_path=args.model)
+    taker = None
+    if args.screenshot is not None:
+        width, height = (int(v) for v in args.size.lower().split("x"))
+        window.resize(width, height)
+        taker = ScreenshotTaker(window, args.screenshot, SCREENSHOT_TIMEOUT_S)
+    window.show()
+    if args.path is not None:
+        window.open_path(args.path)
+    code = app.exec()
+    return taker.exit_code if taker is not None else int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

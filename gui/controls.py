@@ -1,0 +1,158 @@
+"""The inference panel: model, device, engine, precision, memory budget, tiling; Segment, Cancel and progress."""
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from leanseg.core.device import available_devices
+from leanseg.core.predict import ENGINES, PRECISIONS, TILING_MODES, InferenceOptions
+
+ENGINE_TIPS = {
+    "lean": "Memory-lean engine: frees each tensor after its last use, runs blocks in pieces",
+    "eager": "Plain PyTorch eager mode (inference_mode), for comparison",
+}
+TILING_TIPS = {
+    "auto": "Tile only when the memory budget needs it",
+    "exact": "Tiles with a halo of the full receptive field: identical to whole-image labels",
+    "fast": "Tiles with a smaller halo: faster, labels measured against whole-image inference",
+    "off": "Never tile",
+}
+MB = 1_000_000
+
+
+def _combo(values: tuple[str, ...], tips: dict[str, str] | None = None) -> QComboBox:
+    combo = QComboBox()
+    for value in values:
+        combo.addItem(value, value)
+        if tips and value in tips:
+            combo.setItemData(combo.count() - 1, tips[value], 3)  # 3 = Qt.ToolTipRole
+    return combo
+
+
+class InferenceControls(QWidget):
+    """Emits `options_changed` whenever a choice changes; the window forwards them to the worker."""
+
+    options_changed = Signal(object)  # InferenceOptions
+    segment_requested = Signal()
+    cancel_requested = Signal()
+    open_model_requested = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model_name = QLabel("no model")
+        self.model_name.setWordWrap(True)
+        self.model_name.setObjectName("modelName")
+        self.open_model = QPushButton("Open model…")
+        self.open_model.clicked.connect(self.open_model_requested)
+        self.device = _combo(tuple(available_devices()))
+        self.engine = _combo(ENGINES, ENGINE_TIPS)
+        self.precision = _combo(PRECISIONS)
+        self.memory_budget = QSpinBox()
+        self.memory_budget.setRange(0, 1_000_000)
+        self.memory_budget.setSingleStep(64)
+        self.memory_budget.setSuffix(" MB")
+        self.memory_budget.setSpecialValueText("auto")
+        self.memory_budget.setToolTip("Most memory inference may hold; auto: a fraction of free device memory")
+        self.tiling = _combo(TILING_MODES, TILING_TIPS)
+        self.segment = QPushButton("Segment")
+        self.segment.setObjectName("primary")
+        self.segment.setToolTip("Segment the image (F5)")
+        self.segment.clicked.connect(self.segment_requested)
+        self.cancel = QPushButton("Cancel")
+        self.cancel.setEnabled(False)
+        self.cancel.setToolTip("Stop at the next tile (Esc)")
+        self.cancel.clicked.connect(self.cancel_requested)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setFormat("idle")
+        self.last_result = QLabel("")
+        self.last_result.setWordWrap(True)
+        self.last_result.setObjectName("lastResult")
+        self._build_layout()
+        self.set_options(InferenceOptions(device=self.device.itemData(0)))
+        for combo in (self.device, self.engine, self.precision, self.tiling):
+            combo.currentIndexChanged.connect(self._emit_options)
+        self.memory_budget.valueChanged.connect(self._emit_options)
+
+    def _build_layout(self) -> None:
+        model_row = QHBoxLayout()
+        model_row.addWidget(self.model_name, 1)
+        model_row.addWidget(self.open_model)
+        form = QFormLayout()
+        form.addRow("Device", self.device)
+        form.addRow("Engine", self.engine)
+        form.addRow("Precision", self.precision)
+        form.addRow("Memory budget", self.memory_budget)
+        form.addRow("Tiling", self.tiling)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.segment, 1)
+        buttons.addWidget(self.cancel)
+        layout = QVBoxLayout(self)
+        layout.addWidget(QLabel("Model"))
+        layout.addLayout(model_row)
+        layout.addSpacing(8)
+        layout.addLayout(form)
+        layout.addSpacing(8)
+        layout.addLayout(buttons)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.last_result)
+        layout.addStretch(1)
+
+    def options(self) -> InferenceOptions:
+        budget_mb = self.memory_budget.value()
+        return InferenceOptions(
+            device=self.device.currentData(),
+            engine=self.engine.currentData(),
+            precision=self.precision.currentData(),
+            memory_budget=budget_mb * MB if budget_mb else None,
+            tiling=self.tiling.currentData(),
+        )
+
+    def set_options(self, options: InferenceOptions) -> None:
+        """Show `options` without emitting options_changed; unknown devices fall back to the first entry."""
+        self.blockSignals(True)
+        try:
+            for combo, value in ((self.device, options.device), (self.engine, options.engine),
+                                 (self.precision, options.precision), (self.tiling, options.tiling)):
+                index = combo.findData(value)
+                combo.blockSignals(True)
+                combo.setCurrentIndex(max(index, 0))
+                combo.blockSignals(False)
+            self.memory_budget.blockSignals(True)
+            self.memory_budget.setValue((options.memory_budget or 0) // MB)
+            self.memory_budget.blockSignals(False)
+        finally:
+            self.blockSignals(False)
+
+    def set_model_name(self, text: str, tooltip: str = "") -> None:
+        self.model_name.setText(text)
+        self.model_name.setToolTip(tooltip)
+
+    def set_busy(self, busy: bool) -> None:
+        self.cancel.setEnabled(busy)
+        if busy:
+            self.progress.setRange(0, 0)  # busy indicator until the engine reports tiles
+            self.progress.setFormat("segmenting…")
+        else:
+            self.progress.setRange(0, 1)
+            self.progress.setValue(0)
+            self.progress.setFormat("idle")
+
+    def set_tile_progress(self, done: int, count: int) -> None:
+        self.progress.setRange(0, max(count, 1))
+        self.progress.setValue(done)
+        self.progress.setFormat(f"tile {done} of {count}")
+
+    def _emit_options(self) -> None:
+        self.options_changed.emit(self.options())

@@ -1,0 +1,126 @@
+"""File handling of the main window: dialogs, routing a path by kind, drag and drop, saving labels and overlays."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QFileDialog, QMainWindow
+
+from leanseg.core.io.images import IMAGE_SUFFIXES, to_rgb8
+from leanseg.core.io.outputs import overlay, write_png
+
+VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
+MODEL_SUFFIXES = (".safetensors",)
+IMAGE_FILTER = "Images (" + " ".join(f"*{s}" for s in IMAGE_SUFFIXES) + ");;All files (*)"
+VIDEO_FILTER = "Videos (" + " ".join(f"*{s}" for s in VIDEO_SUFFIXES) + ");;All files (*)"
+MODEL_FILTER = "leanseg models (*.safetensors);;All files (*)"
+
+
+def path_kind(path: Path) -> str:
+    """'folder', 'video', 'model' or 'image' (anything else is tried as an image and fails with a clear message)."""
+    if path.is_dir():
+        return "folder"
+    suffix = path.suffix.lower()
+    if suffix in VIDEO_SUFFIXES:
+        return "video"
+    if suffix in MODEL_SUFFIXES:
+        return "model"
+    return "image"
+
+
+class FileActionsMixin(QMainWindow):
+    """Mixed into MainWindow: everything that starts from a file name."""
+
+    def open_path(self, path: Path) -> None:
+        """Open an image, folder, video or model file by what it is."""
+        path = Path(path)
+        kind = path_kind(path)
+        if kind == "folder":
+            self.open_folder(path)
+        elif kind == "video":
+            self.open_video(path)
+        elif kind == "model":
+            self.open_model(path)
+        else:
+            self.open_image(path)
+
+    # -- dialogs ----------------------------------------------------------------------------------------------
+    def choose_image(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Open image", self.settings.last_dir("image"), IMAGE_FILTER)
+        if name:
+            self.open_image(Path(name))
+
+    def choose_folder(self) -> None:
+        name = QFileDialog.getExistingDirectory(self, "Open folder", self.settings.last_dir("folder"))
+        if name:
+            self.open_folder(Path(name))
+
+    def choose_video(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Open video", self.settings.last_dir("video"), VIDEO_FILTER)
+        if name:
+            self.open_video(Path(name))
+
+    def choose_model(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Open model", self.settings.last_dir("model"), MODEL_FILTER)
+        if name:
+            self.open_model(Path(name))
+
+    # -- drag and drop ----------------------------------------------------------------------------------------
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        urls = event.mimeData().urls() if event.mimeData().hasUrls() else []
+        if urls and all(url.isLocalFile() for url in urls):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        paths = [Path(url.toLocalFile()) for url in event.mimeData().urls() if url.isLocalFile()]
+        if not paths:
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        self.open_path(paths[0])
+        if len(paths) > 1:
+            self.statusBar().showMessage(f"Opened {paths[0].name}; drop a folder to segment many images", 5000)
+
+    # -- saving -----------------------------------------------------------------------------------------------
+    def save_labels(self, path: Path | None = None) -> Path | None:
+        """Write the labels as a PNG of class indices (asks for a name when `path` is None)."""
+        if self.result is None:
+            self.statusBar().showMessage("Nothing to save yet: segment an image first", 5000)
+            return None
+        path = path or self._ask_save_path("Save labels", "_labels.png")
+        if path is None:
+            return None
+        return self._write(path, self.result.labels)
+
+    def save_overlay(self, path: Path | None = None) -> Path | None:
+        """Write the image with the visible classes blended in at the current opacity."""
+        if self.result is None or self.image is None or self.model_status is None:
+            self.statusBar().showMessage("Nothing to save yet: segment an image first", 5000)
+            return None
+        path = path or self._ask_save_path("Save overlay", "_overlay.png")
+        if path is None:
+            return None
+        rgb = to_rgb8(self.image)
+        labels = self.result.labels
+        blended = overlay(rgb, labels, self.model_status.info.class_colours, self.overlay_panel.opacity.value() / 100)
+        hidden = np.isin(labels, list(self.overlay_panel.legend.hidden))
+        return self._write(path, np.where(hidden[..., None], rgb, blended))
+
+    def _ask_save_path(self, title: str, suffix: str) -> Path | None:
+        stem = self.image.path.stem if self.image is not None and self.image.path is not None else "image"
+        start = str(Path(self.settings.last_dir("save")) / f"{stem}{suffix}")
+        name, _ = QFileDialog.getSaveFileName(self, title, start, "PNG images (*.png)")
+        return Path(name) if name else None
+
+    def _write(self, path: Path, pixels: np.ndarray) -> Path | None:
+        try:
+            written = write_png(path, pixels)
+        except (OSError, ValueError) as err:
+            self.show_error("Could not save", f"Could not write {path}: {err}")
+            return None
+        self.settings.remember_dir("save", written)
+        self.statusBar().showMessage(f"Saved {written}", 5000)
+        return written

@@ -1,0 +1,298 @@
+"""The main window: viewer in the middle, inference and overlay panels at the sides, the memory panel below.
+
+Widgets subscribe to the worker's signals; the worker never knows a widget exists. Late signals of a job that
+was cancelled or replaced are ignored by job id.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import QDockWidget, QFrame, QHBoxLayout, QLabel, QMessageBox, QPushButton, QVBoxLayout, QWidget
+
+from leanseg.core.assets import default_model_path
+from leanseg.core.events import JobEvent
+from leanseg.core.io.images import ImageData, to_rgb8
+from leanseg.core.memory import MemoryMonitor, format_bytes
+from leanseg.core.predict import InferenceOptions, Segmentation
+
+from . import memory_lab, window_state
+from .about import about_text
+from .controls import InferenceControls
+from .file_actions import FileActionsMixin
+from .inference import InferenceController
+from .legend import OverlayPanel
+from .memory_panel import MemoryPanel
+from .menus import build_menus
+from .monitor import start_monitor
+from .settings import AppSettings
+from .viewer import SegmentationViewer
+from .worker import ModelStatus
+
+
+class MainWindow(FileActionsMixin):
+    """`open_path`, `open_image`, `open_folder`, `open_video`, `open_model` are the entry points."""
+
+    image_shown = Signal(object)  # ImageData now in the viewer
+    segmented = Signal(object)  # Segmentation now drawn as the overlay
+    job_ended = Signal(str)  # 'finished', 'failed' or 'cancelled' (the current job)
+    model_changed = Signal(object)  # ModelStatus
+    error_shown = Signal(str)
+
+    def __init__(self, settings: AppSettings | None = None, model_path: Path | None = None) -> None:
+        super().__init__()
+        self.setWindowTitle("leanseg")
+        self.setAcceptDrops(True)
+        self.settings = settings or AppSettings()
+        self.image: ImageData | None = None
+        self.result: Segmentation | None = None
+        self.model_status: ModelStatus | None = None
+        self.model_requested: Path | None = None
+        self.monitor: MemoryMonitor | None = None
+        self.error_box: QMessageBox | None = None
+        self.last_error = ""
+        self.viewer = SegmentationViewer()
+        self.controls = InferenceControls()
+        self.overlay_panel = OverlayPanel()
+        self.memory_panel = MemoryPanel()
+        self._build_central()
+        self.controller = InferenceController(self)
+        self.docks = [self._dock("Inference", self.controls, Qt.DockWidgetArea.LeftDockWidgetArea),
+                      self._dock("Overlay", self.overlay_panel, Qt.DockWidgetArea.RightDockWidgetArea),
+                      self._dock("Memory", self.memory_panel, Qt.DockWidgetArea.BottomDockWidgetArea)]
+        self.actions = build_menus(self)
+        self.memory_lab_action = memory_lab.install(self)  # Tools > Memory lab…
+        self.resizeDocks(self.docks, [270, 250, 240], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks[2]], [240], Qt.Orientation.Vertical)
+        self._build_status_bar()
+        self._connect()
+        window_state.restore(self)
+        self._start(model_path)
+
+    # -- construction ---------------------------------------------------------------------------------------
+    def _build_central(self) -> None:
+        self.banner = QFrame()
+        self.banner.setObjectName("banner")
+        self.banner_text = QLabel()
+        self.banner_text.setWordWrap(True)
+        banner_button = QPushButton("Open model…")
+        banner_button.clicked.connect(self.choose_model)
+        row = QHBoxLayout(self.banner)
+        row.addWidget(self.banner_text, 1)
+        row.addWidget(banner_button)
+        self.banner.hide()
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.banner)
+        layout.addWidget(self.viewer, 1)
+        self.setCentralWidget(central)
+
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock{title}")
+        dock.setWidget(widget)
+        dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
+                         | QDockWidget.DockWidgetFeature.DockWidgetClosable)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _build_status_bar(self) -> None:
+        self.hover_label = QLabel("")
+        self.status_labels = {key: QLabel("") for key in ("device", "model", "size", "time", "peak")}
+        bar = self.statusBar()
+        bar.addWidget(self.hover_label, 1)
+        for label in self.status_labels.values():
+            label.setObjectName("statusField")
+            bar.addPermanentWidget(label)
+
+    def _connect(self) -> None:
+        worker = self.controller.worker
+        worker.model_ready.connect(self._on_model_ready)
+        worker.model_failed.connect(lambda message: self.show_error("Model", message))
+        worker.image_ready.connect(self._on_image_ready)
+        worker.job_event.connect(self._on_job_event)
+        worker.job_finished.connect(self._on_job_finished)
+        worker.job_failed.connect(self._on_job_failed)
+        worker.job_cancelled.connect(self._on_job_cancelled)
+        self.controls.options_changed.connect(self._on_options_changed)
+        self.controls.segment_requested.connect(self.segment_current)
+        self.controls.cancel_requested.connect(self.cancel_job)
+        self.controls.open_model_requested.connect(self.choose_model)
+        self.overlay_panel.opacity_changed.connect(self.viewer.set_opacity)
+        self.overlay_panel.overlay_toggled.connect(self.viewer.set_overlay_visible)
+        self.overlay_panel.overlay_toggled.connect(self.actions.show_overlay.setChecked)
+        self.actions.show_overlay.toggled.connect(self.overlay_panel.show_overlay.setChecked)
+        self.overlay_panel.legend.hidden_changed.connect(self.viewer.set_hidden_classes)
+        self.viewer.hovered.connect(self.hover_label.setText)
+        self.memory_panel.cache_emptied.connect(
+            lambda freed: self.statusBar().showMessage(f"Empty cache freed {format_bytes(freed)}", 5000))
+
+    def _start(self, model_path: Path | None) -> None:
+        self._use_device(self.controls.options().device)
+        path = model_path or window_state.remembered_model(self)
+        if path is None and default_model_path().is_file():
+            path = default_model_path()
+        if path is None:
+            self.banner_text.setText(
+                f"<b>No default model is installed</b> (looked for {default_model_path()}). "
+                "Open a model file (.safetensors) to segment images, or train one with <tt>leanseg train</tt>.")
+            self.banner.show()
+            self.controls.set_model_name("no model")
+        else:
+            self.open_model(path)
+        self._refresh_actions()
+
+    # -- entry points ---------------------------------------------------------------------------------------
+    def open_image(self, path: Path) -> None:
+        """Read `path` on the worker, show it and segment it (cancelling any job in flight)."""
+        self.settings.remember_dir("image", path)
+        segment = self.model_requested is not None
+        self.controller.submit(path=Path(path), segment=segment)
+        self.controls.set_busy(segment)
+        self.statusBar().showMessage(f"Opening {Path(path).name}…", 3000)
+
+    def open_model(self, path: Path) -> None:
+        """Load a model file on the worker (validated there; a bad file leaves the current model in place)."""
+        self.settings.remember_dir("model", path)
+        self.model_requested = Path(path)
+        self.controller.configure(Path(path), self.controls.options())
+        self.statusBar().showMessage(f"Loading model {Path(path).name}…", 3000)
+
+    def open_folder(self, path: Path) -> None:
+        """Hook for the batch dialog (gui/batch_dialog.py)."""
+        self.settings.remember_dir("folder", path)
+        self.show_error("Open folder", f"Batch processing of folders is not available yet ({path}).")
+
+    def open_video(self, path: Path) -> None:
+        """Hook for the video panel (gui/video_panel.py)."""
+        self.settings.remember_dir("video", path)
+        self.show_error("Open video", f"Video segmentation is not available yet ({path}).")
+
+    def segment_current(self) -> None:
+        if self.image is None:
+            self.statusBar().showMessage("Open an image first", 5000)
+            return
+        if self.model_requested is None:
+            self.show_error("No model", "Open a model file first (File > Open model).")
+            return
+        self.controller.submit(image=self.image)
+        self.controls.set_busy(True)
+
+    def cancel_job(self) -> None:
+        self.controller.cancel()
+        self.statusBar().showMessage("Cancelling at the next tile…", 3000)
+
+    def show_error(self, title: str, message: str) -> None:
+        """A message box that does not block the event loop; the app carries on."""
+        self.last_error = message
+        self.statusBar().showMessage(message, 10000)
+        if self.error_box is not None:
+            self.error_box.close()
+        self.error_box = QMessageBox(QMessageBox.Icon.Warning, title, message, QMessageBox.StandardButton.Ok, self)
+        self.error_box.open()
+        self.error_shown.emit(message)
+
+    def show_about(self) -> None:
+        QMessageBox.about(self, "About leanseg", about_text(self.model_status))
+
+    # -- worker -> widgets ------------------------------------------------------------------------------------
+    def _on_model_ready(self, status: ModelStatus) -> None:
+        changed = self.model_status is None or self.model_status.info != status.info
+        self.model_status = status
+        self.banner.hide()
+        name = status.path.name if status.path else "model"
+        self.controls.set_model_name(name, str(status.path or ""))
+        if changed:
+            self.overlay_panel.legend.set_classes(status.info.class_names, status.info.class_colours)
+        self.status_labels["model"].setText(f"{name} · {status.info.config.num_classes} classes")
+        self._use_device(status.device)
+        self._refresh_actions()
+        self.model_changed.emit(status)
+
+    def _on_image_ready(self, job_id: int, image: ImageData) -> None:
+        if not self.controller.is_current(job_id):
+            return
+        self.image, self.result = image, None
+        self.viewer.set_image(to_rgb8(image))
+        self.overlay_panel.legend.set_labels(None)
+        name = image.path.name if image.path else "image"
+        self.setWindowTitle(f"{name} — leanseg")
+        depth = f"{image.bit_depth}-bit" + (f", {image.note}" if image.note else "")
+        self.status_labels["size"].setText(f"{image.width} × {image.height} · {depth}")
+        if image.path is not None:
+            self.settings.add_recent_file(image.path)
+        self._refresh_actions()
+        self.image_shown.emit(image)
+
+    def _on_job_event(self, job_id: int, event: JobEvent) -> None:
+        if self.monitor is not None:
+            self.monitor.mark_event(event)
+        if self.controller.is_current(job_id) and event.kind == "tile" and event.count:
+            self.controls.set_tile_progress((event.index or 0) + 1, event.count)
+
+    def _on_job_finished(self, job_id: int, result: Segmentation) -> None:
+        if not self.controller.is_current(job_id) or self.model_status is None:
+            return
+        self.result = result
+        info = self.model_status.info
+        self.viewer.set_labels(result.labels, info.class_colours, info.class_names)
+        self.overlay_panel.legend.set_labels(result.labels)
+        self.controls.set_busy(False)
+        peak = f"peak {'RSS ' if result.device == 'cpu' else ''}{format_bytes(result.peak_bytes)}"
+        summary = f"{result.seconds:.2f} s · {peak} · {result.device}"
+        self.controls.last_result.setText("Last run: " + summary + "".join(f"\n{n}" for n in result.notes))
+        self.status_labels["time"].setText(f"{result.seconds:.2f} s")
+        self.status_labels["peak"].setText(peak)
+        self._refresh_actions()
+        self.segmented.emit(result)
+        self.job_ended.emit("finished")
+
+    def _on_job_failed(self, job_id: int, message: str) -> None:
+        if not self.controller.is_current(job_id):
+            return
+        self.controls.set_busy(False)
+        self.show_error("leanseg", message)
+        self.job_ended.emit("failed")
+
+    def _on_job_cancelled(self, job_id: int) -> None:
+        current = self.controller.current
+        if current is None or current.job_id != job_id:
+            return
+        self.controls.set_busy(False)
+        self.statusBar().showMessage("Cancelled", 5000)
+        self.job_ended.emit("cancelled")
+
+    def _on_options_changed(self, options: InferenceOptions) -> None:
+        if self.model_requested is None:
+            self._use_device(options.device)
+            return
+        self.controller.configure(None, options)
+        if self.image is not None:
+            self.segment_current()  # show the effect of the new engine, device or budget at once
+
+    # -- helpers --------------------------------------------------------------------------------------------
+    def _use_device(self, device: str) -> None:
+        """Point the memory panel at `device` (a new monitor when the device changes)."""
+        self.status_labels["device"].setText(device)
+        self.monitor = start_monitor(self.monitor, torch.device(device))
+        if self.memory_panel.monitor is not self.monitor:
+            self.memory_panel.set_monitor(self.monitor)
+
+    def _refresh_actions(self) -> None:
+        self.actions.segment.setEnabled(self.image is not None and self.model_requested is not None)
+        self.controls.segment.setEnabled(self.image is not None and self.model_requested is not None)
+        self.actions.save_labels.setEnabled(self.result is not None)
+        self.actions.save_overlay.setEnabled(self.result is not None)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        window_state.save(self)
+        self.controller.shutdown()
+        self.memory_panel.set_monitor(None)
+        if self.monitor is not None:
+            self.monitor.close()
+            self.monitor = None
+        super().closeEvent(event)

@@ -1,0 +1,193 @@
+"""The live memory panel: allocated, reserved and engine-live MB against time, job marks, peak, Empty cache.
+
+Curves are created once; a GUI-thread QTimer reads the monitor's ring buffer (`snapshot()`) and `setData`s
+them, as in pyqtgraph's scrollingPlots example. The monitor samples on its own thread; this widget only reads.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from leanseg.core.memory import format_bytes
+
+from .viewer import VIEW_BACKGROUND
+
+MB = 1e6
+WINDOW_S = 60.0  # seconds the time axis spans; it jumps ahead in steps so the axes are not redrawn every tick
+CURVES = (  # snapshot key, legend name, colour
+    ("reserved", "reserved", "#5b8def"),
+    ("allocated", "allocated", "#f2a541"),
+    ("engine_live", "engine live tensors", "#4fc38a"),
+)
+MAJOR_MARKS = ("start", "done", "cancel", "error", "empty", "reset")
+
+
+class MemoryMonitorLike(Protocol):
+    """What the panel reads from leanseg.core.memory.MemoryMonitor."""
+
+    def snapshot(self) -> dict[str, np.ndarray]: ...
+    def marks(self) -> list[tuple[float, str]]: ...
+    def mark(self, label: str) -> None: ...
+    def reset_peak(self) -> None: ...
+    def empty_cache(self) -> int: ...
+
+
+class MemoryPanel(QWidget):
+    """Plots a monitor; `set_monitor(None)` shows that no telemetry is running."""
+
+    cache_emptied = Signal(int)  # bytes freed
+
+    def __init__(self, monitor: MemoryMonitorLike | None = None, refresh_ms: int = 100) -> None:
+        super().__init__()
+        self.monitor: MemoryMonitorLike | None = None
+        self.plot = pg.PlotWidget(background=VIEW_BACKGROUND)
+        self.plot.setMinimumHeight(150)
+        self.plot.setLabel("left", "memory", units="B")
+        self.plot.setLabel("bottom", "time", units="s")
+        self.plot.showGrid(x=True, y=True, alpha=0.15)
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot.disableAutoRange()
+        self.plot.addLegend(offset=(10, 5), labelTextColor="#c8ccd4")
+        self.curves: dict[str, pg.PlotDataItem] = {}
+        for key, name, colour in CURVES:
+            curve = self.plot.plot(name=name, pen=pg.mkPen(colour, width=2))
+            curve.setDownsampling(auto=True, method="peak")
+            curve.setClipToView(True)
+            self.curves[key] = curve
+        peak_pen = pg.mkPen("#e5534b", width=1, style=Qt.PenStyle.DashLine)
+        self.peak_line = pg.InfiniteLine(angle=0, movable=False, pen=peak_pen)
+        self.peak_line.setVisible(False)
+        self.plot.addItem(self.peak_line)
+        self._mark_lines: list[pg.InfiniteLine] = []
+        self._last_mark_time = float("-inf")
+        self._x_start = -1.0  # left end of the time axis; negative until the first sample
+        self._y_top = 0.0  # top of the memory axis in bytes
+        self.now_label = QLabel("—")
+        self.peak_label = QLabel("peak —")
+        self.peak_label.setObjectName("peakLabel")
+        self.freed_label = QLabel("")
+        self.source_label = QLabel("")
+        self.source_label.setObjectName("dimLabel")
+        self.reset_peak_button = QPushButton("Reset peak")
+        self.reset_peak_button.clicked.connect(self.reset_peak)
+        self.empty_cache_button = QPushButton("Empty cache")
+        self.empty_cache_button.setToolTip("Give memory the allocator keeps but does not use back to the system")
+        self.empty_cache_button.clicked.connect(self.empty_cache)
+        self._build_layout()
+        self.timer = QTimer(self)
+        self.timer.setInterval(refresh_ms)
+        self.timer.timeout.connect(self.refresh)
+        self.set_monitor(monitor)
+
+    def _build_layout(self) -> None:
+        bar = QHBoxLayout()
+        for widget in (self.now_label, self.peak_label, self.freed_label):
+            bar.addWidget(widget)
+            bar.addSpacing(12)
+        bar.addStretch(1)
+        bar.addWidget(self.source_label)
+        bar.addWidget(self.reset_peak_button)
+        bar.addWidget(self.empty_cache_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 6)
+        layout.addLayout(bar)
+        layout.addWidget(self.plot, 1)
+
+    def set_monitor(self, monitor: MemoryMonitorLike | None) -> None:
+        """Read from `monitor` from now on (curves keep their items, marks restart)."""
+        self.monitor = monitor
+        for line in self._mark_lines:
+            self.plot.removeItem(line)
+        self._mark_lines.clear()
+        self._last_mark_time = float("-inf")
+        self._x_start, self._y_top = -1.0, 0.0
+        enabled = monitor is not None
+        self.reset_peak_button.setEnabled(enabled)
+        self.empty_cache_button.setEnabled(enabled)
+        self.source_label.setText(f"source: {getattr(monitor, 'source', '')}" if enabled else "no telemetry")
+        if enabled:
+            self.timer.start()
+            self.refresh()
+        else:
+            self.timer.stop()
+
+    def refresh(self) -> None:
+        """Read the ring buffer once and update curves, peak and marks (GUI thread, cheap)."""
+        if self.monitor is None:
+            return
+        snapshot = self.monitor.snapshot()
+        times = snapshot.get("time")
+        if times is None or len(times) == 0:
+            return
+        latest = float(times[-1])
+        self._follow(latest)
+        shown = slice(int(np.searchsorted(times, self._x_start)), None)  # only what the view shows
+        top = 0.0
+        for key, curve in self.curves.items():
+            values = snapshot.get(key)
+            if values is not None and len(values) == len(times):
+                curve.setData(times[shown], values[shown].astype(np.float64))
+                top = max(top, float(values[shown].max(initial=0)))
+        self._show_figures(snapshot)
+        self._fit_height(max(top, self.peak_line.value() if self.peak_line.isVisible() else 0.0))
+        self._add_new_marks()
+
+    def _follow(self, latest: float) -> None:
+        """Keep the newest sample in view, moving the time axis in jumps of a quarter window."""
+        if latest > self._x_start + WINDOW_S or self._x_start < 0:
+            self._x_start = max(0.0, latest - 0.75 * WINDOW_S)
+            self.plot.setXRange(self._x_start, self._x_start + WINDOW_S, padding=0)
+
+    def _fit_height(self, top: float) -> None:
+        """Grow the memory axis to a round number above `top`; shrink only when far too tall."""
+        if self._y_top <= 0 or top > 0.95 * self._y_top or top < 0.3 * self._y_top:
+            step = 10 ** np.floor(np.log10(max(top, 1e6)))
+            self._y_top = float(np.ceil(1.25 * max(top, 1e6) / step) * step)
+            self.plot.setYRange(0, self._y_top, padding=0)
+
+    def _show_figures(self, snapshot: dict[str, np.ndarray]) -> None:
+        allocated, reserved = snapshot["allocated"][-1], snapshot["reserved"][-1]
+        self.now_label.setText(f"allocated {format_bytes(allocated)} · reserved {format_bytes(reserved)}")
+        peaks = snapshot.get("peak")
+        if peaks is not None and len(peaks):
+            peak = float(peaks[-1])
+            self.peak_label.setText(f"peak {format_bytes(peak)}")
+            self.peak_line.setPos(peak)
+            self.peak_line.setVisible(True)
+
+    def _add_new_marks(self) -> None:
+        assert self.monitor is not None
+        for time, label in self.monitor.marks():
+            if time <= self._last_mark_time:
+                continue
+            self._last_mark_time = time
+            major = label.split()[0].lower().startswith(MAJOR_MARKS) if label else False
+            style = Qt.PenStyle.SolidLine if major else Qt.PenStyle.DotLine
+            pen = pg.mkPen("#9aa0aa" if major else "#4a4e57", width=1, style=style)
+            line = pg.InfiniteLine(pos=time, angle=90, movable=False, pen=pen,
+                                   label=label if major else None,
+                                   labelOpts={"position": 0.92, "color": "#c8ccd4", "rotateAxis": (1, 0)})
+            self.plot.addItem(line)
+            self._mark_lines.append(line)
+        while len(self._mark_lines) > 400:  # keep the plot cheap on long sessions
+            self.plot.removeItem(self._mark_lines.pop(0))
+
+    def reset_peak(self) -> None:
+        if self.monitor is not None:
+            self.monitor.reset_peak()
+            self.monitor.mark("reset peak")
+            self.refresh()
+
+    def empty_cache(self) -> int:
+        """Ask the monitor to give cached memory back; shows and returns the bytes freed."""
+        if self.monitor is None:
+            return 0
+        freed = self.monitor.empty_cache()
+        self.freed_label.setText(f"Empty cache freed {format_bytes(freed)}")
+        self.refresh()
+        self.cache_emptied.emit(freed)
+        return freed

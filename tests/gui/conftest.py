@@ -1,0 +1,78 @@
+"""Fixtures for GUI tests: offscreen Qt, a tiny checkpoint, images written on the fly, a window on INI settings."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from leanseg.core.model import MobileUNet, MobileUNetConfig  # noqa: E402
+from leanseg.core.model.checkpoint import default_info, save_checkpoint  # noqa: E402
+
+TINY = MobileUNetConfig(num_classes=4, width=0.25, decoder_channels=(16, 16, 8, 8), decoder_expansion=2)
+JOB_TIMEOUT_MS = 60_000  # generous: the test machine is shared and busy
+
+
+@pytest.fixture(scope="session")
+def gui_tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    model = MobileUNet(TINY).eval()
+    with torch.no_grad():  # a bias towards several classes, so the labels are not all one class
+        head = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)][-1]
+        head.bias.copy_(torch.tensor([0.0, 0.1, -0.1, 0.05]))
+    return save_checkpoint(tmp_path_factory.mktemp("models") / "tiny.safetensors", model, default_info(TINY))
+
+
+def write_image(path: Path, height: int, width: int, seed: int = 0) -> Path:
+    """A smooth RGB test image (gradients plus noise) written as PNG; returns `path`."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    rgb = np.stack([x * 255 // max(width - 1, 1), y * 255 // max(height - 1, 1), (x + y) % 256], -1)
+    rgb = (rgb + rng.integers(0, 40, rgb.shape)).clip(0, 255).astype(np.uint8)
+    cv2.imwrite(str(path), cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+    return path
+
+
+@pytest.fixture
+def small_image(tmp_path: Path) -> Path:
+    return write_image(tmp_path / "small.png", 72, 96)
+
+
+@pytest.fixture
+def settings_path(tmp_path: Path) -> Path:
+    return tmp_path / "settings.ini"
+
+
+@pytest.fixture
+def no_default_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the assets folder at an empty one, so no default model is installed."""
+    assets = tmp_path / "assets"
+    (assets / "models").mkdir(parents=True)
+    monkeypatch.setenv("LEANSEG_ASSETS", str(assets))
+    return assets
+
+
+@pytest.fixture
+def make_window(qtbot, settings_path: Path, no_default_model: Path) -> Iterator[Callable[..., object]]:  # type: ignore[no-untyped-def]
+    """Build a shown MainWindow on INI settings; with `model`, wait until the worker has loaded it."""
+    from leanseg.gui.main_window import MainWindow
+    from leanseg.gui.settings import AppSettings
+
+    def make(model: Path | None = None) -> MainWindow:
+        window = MainWindow(settings=AppSettings(settings_path), model_path=None)
+        qtbot.addWidget(window)
+        window.show()
+        if model is not None:
+            with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
+                window.open_model(model)
+        return window
+
+    yield make
+

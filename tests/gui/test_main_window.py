@@ -1,0 +1,173 @@
+"""The main window end to end: open -> segment on the worker -> overlay; cancel; errors; drag and drop."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication
+
+from leanseg.core.io.images import read_image
+from leanseg.core.model.checkpoint import load_checkpoint
+from leanseg.core.predict import Segmenter
+
+from .conftest import JOB_TIMEOUT_MS, write_image
+
+
+def test_open_image_segments_and_overlay_holds_the_labels(qtbot, make_window, gui_tiny_checkpoint, small_image):
+    window = make_window(gui_tiny_checkpoint)
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS) as blocker:
+        window.open_image(small_image)
+    result = blocker.args[0]
+    expected = Segmenter(load_checkpoint(gui_tiny_checkpoint), window.controls.options()).segment(
+        read_image(small_image))
+    assert result.labels.shape == (72, 96)
+    np.testing.assert_array_equal(window.viewer.overlay_item.image, result.labels)
+    np.testing.assert_array_equal(result.labels, expected.labels)
+    assert window.viewer.image_item.image.shape == (72, 96, 3)
+    assert window.viewer.overlay_item.isVisible()
+    assert window.status_labels["size"].text().startswith("96 × 72")
+    assert "s" in window.status_labels["time"].text() and "peak" in window.status_labels["peak"].text()
+    assert window.controls.cancel.isEnabled() is False
+    assert str(small_image.resolve()) in window.settings.recent_files()
+    shares = [window.overlay_panel.legend.item(i).text() for i in range(4)]
+    assert all("%" in text for text in shares)
+
+
+def test_cancel_stops_the_job_and_leaves_no_overlay(qtbot, make_window, gui_tiny_checkpoint, tmp_path):
+    window = make_window(gui_tiny_checkpoint)
+    big = write_image(tmp_path / "big.png", 1024, 1024)
+    with qtbot.waitSignal(window.controller.worker.job_event, timeout=JOB_TIMEOUT_MS,
+                          check_params_cb=lambda job_id, event: event.kind == "start"):
+        window.open_image(big)
+    assert window.controls.cancel.isEnabled()
+    with qtbot.waitSignal(window.job_ended, timeout=JOB_TIMEOUT_MS) as blocker:
+        window.cancel_job()
+    assert blocker.args == ["cancelled"]
+    assert window.result is None and window.viewer.labels is None
+    assert not window.controls.cancel.isEnabled()
+
+
+def test_opening_a_new_image_cancels_the_running_one(qtbot, make_window, gui_tiny_checkpoint, tmp_path, small_image):
+    window = make_window(gui_tiny_checkpoint)
+    big = write_image(tmp_path / "big.png", 768, 768)
+    with qtbot.waitSignal(window.controller.worker.job_event, timeout=JOB_TIMEOUT_MS,
+                          check_params_cb=lambda job_id, event: event.kind == "start"):
+        window.open_image(big)
+    first = window.controller.current.job_id
+    with qtbot.waitSignals([window.controller.worker.job_cancelled, window.segmented], timeout=JOB_TIMEOUT_MS,
+                           check_params_cbs=[lambda job_id: job_id == first, None]):
+        window.open_image(small_image)
+    assert window.image.path == small_image
+    assert window.viewer.overlay_item.image.shape == (72, 96)
+
+
+def test_a_bad_image_gives_a_message_and_the_app_goes_on(qtbot, make_window, gui_tiny_checkpoint, tmp_path,
+                                                         small_image):
+    window = make_window(gui_tiny_checkpoint)
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    with qtbot.waitSignal(window.error_shown, timeout=JOB_TIMEOUT_MS) as blocker:
+        window.open_image(bad)
+    assert "broken.png" in blocker.args[0] and "truncated PNG" in blocker.args[0]
+    assert window.error_box is not None and window.error_box.isVisible()
+    assert not window.controls.cancel.isEnabled()
+    window.error_box.close()
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(small_image)
+
+
+def test_a_bad_model_file_is_refused_and_the_old_model_stays(qtbot, make_window, gui_tiny_checkpoint, tmp_path,
+                                                             small_image):
+    window = make_window(gui_tiny_checkpoint)
+    bad = tmp_path / "junk.safetensors"
+    bad.write_bytes(b"\x00" * 64)
+    with qtbot.waitSignal(window.error_shown, timeout=JOB_TIMEOUT_MS) as blocker:
+        window.open_model(bad)
+    assert "junk.safetensors" in blocker.args[0] and "still using tiny.safetensors" in blocker.args[0]
+    assert window.model_status.path == gui_tiny_checkpoint
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(small_image)
+
+
+def test_without_a_default_model_the_app_says_so_and_still_shows_images(qtbot, make_window, small_image):
+    window = make_window()
+    assert window.banner.isVisible()
+    assert "No default model is installed" in window.banner_text.text()
+    with qtbot.waitSignal(window.image_shown, timeout=JOB_TIMEOUT_MS):
+        window.open_image(small_image)
+    assert window.viewer.pixels.shape == (72, 96, 3)
+    assert not window.controls.segment.isEnabled()
+    assert window.viewer.labels is None
+
+
+def _drop(window, path: Path) -> None:
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    pos = QPointF(window.width() / 2, window.height() / 2)
+    enter = QDragEnterEvent(pos.toPoint(), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                            Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(window, enter)
+    assert enter.isAccepted()
+    drop = QDropEvent(pos, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(window, drop)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # QDragEnterEvent has only the QPoint form
+def test_drag_and_drop_routes_images_folders_and_videos(qtbot, make_window, gui_tiny_checkpoint, small_image,
+                                                        tmp_path, monkeypatch):
+    window = make_window(gui_tiny_checkpoint)
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        _drop(window, small_image)
+    assert window.image.path == small_image
+    opened: list[tuple[str, Path]] = []
+    monkeypatch.setattr(window, "open_folder", lambda path: opened.append(("folder", path)))
+    monkeypatch.setattr(window, "open_video", lambda path: opened.append(("video", path)))
+    video = tmp_path / "clip.mp4"
+    video.write_bytes(b"")
+    _drop(window, tmp_path)
+    _drop(window, video)
+    assert opened == [("folder", tmp_path), ("video", video)]
+
+
+def test_legend_click_hides_a_class_and_overlay_controls_work(qtbot, make_window, gui_tiny_checkpoint, small_image):
+    window = make_window(gui_tiny_checkpoint)
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS) as blocker:
+        window.open_image(small_image)
+    labels = blocker.args[0].labels
+    legend = window.overlay_panel.legend
+    item = legend.item(0)
+    qtbot.mouseClick(legend.viewport(), Qt.MouseButton.LeftButton, pos=legend.visualItemRect(item).center())
+    assert legend.hidden == frozenset({0})
+    assert window.viewer.overlay_item.lut[0, 3] == 0 and window.viewer.overlay_item.lut[1, 3] == 255
+    np.testing.assert_array_equal(window.viewer.overlay_item.image, labels)  # drawing changes, labels don't
+    window.overlay_panel.opacity.setValue(30)
+    assert abs(window.viewer.overlay_item.opacity() - 0.3) < 1e-6
+    window.overlay_panel.show_overlay.setChecked(False)
+    assert not window.viewer.overlay_item.isVisible() and not window.actions.show_overlay.isChecked()
+    name = window.model_status.info.class_names[int(labels[5, 7])]
+    assert window.viewer.readout_at(7, 5).endswith(name)
+    assert window.viewer.readout_at(500, 5) == ""
+
+
+def test_save_labels_and_overlay(qtbot, make_window, gui_tiny_checkpoint, small_image, tmp_path):
+    window = make_window(gui_tiny_checkpoint)
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS) as blocker:
+        window.open_image(small_image)
+    labels_path = window.save_labels(tmp_path / "out" / "labels.png")
+    overlay_path = window.save_overlay(tmp_path / "out" / "overlay.png")
+    np.testing.assert_array_equal(read_image(labels_path).pixels, blocker.args[0].labels)
+    assert read_image(overlay_path).pixels.shape == (72, 96, 3)
+
+
+def test_changing_the_engine_resegments_with_the_new_options(qtbot, make_window, gui_tiny_checkpoint, small_image):
+    window = make_window(gui_tiny_checkpoint)
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(small_image)
+    other = "lean" if window.controls.options().engine == "eager" else "eager"
+    with qtbot.waitSignals([window.model_changed, window.segmented], timeout=JOB_TIMEOUT_MS):
+        window.controls.engine.setCurrentIndex(window.controls.engine.findData(other))
+    assert window.model_status.options.engine == other
+    assert window.model_status.options == window.controls.options()

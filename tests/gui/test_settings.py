@@ -1,0 +1,61 @@
+"""Settings survive a restart of the window: choices, overlay, geometry, recent files, folders, model."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray
+
+from leanseg.gui.main_window import MainWindow
+from leanseg.gui.settings import MAX_RECENT_FILES, AppSettings
+
+from .conftest import JOB_TIMEOUT_MS, write_image
+
+
+def test_settings_survive_a_restart_of_the_window(qtbot, make_window, gui_tiny_checkpoint, small_image,
+                                                  settings_path):
+    first = make_window(gui_tiny_checkpoint)
+    with qtbot.waitSignal(first.segmented, timeout=JOB_TIMEOUT_MS):
+        first.open_image(small_image)
+    controls = first.controls
+    controls.blockSignals(True)  # choose without re-segmenting each time
+    controls.engine.setCurrentIndex(controls.engine.findData("eager"))
+    controls.precision.setCurrentIndex(controls.precision.findData("bf16"))
+    controls.tiling.setCurrentIndex(controls.tiling.findData("exact"))
+    controls.memory_budget.setValue(512)
+    controls.blockSignals(False)
+    first.overlay_panel.opacity.setValue(30)
+    first.overlay_panel.show_overlay.setChecked(False)
+    first.resize(760, 640)  # within the offscreen screen (800x800): Qt clamps restored geometry to it
+    qtbot.waitUntil(lambda: first.size().width() == 760)
+    saved_size = first.size()
+    first.close()
+
+    second = MainWindow(settings=AppSettings(settings_path))  # no model given: the remembered one
+    qtbot.addWidget(second)
+    with qtbot.waitSignal(second.model_changed, timeout=JOB_TIMEOUT_MS) as blocker:
+        second.show()
+    assert blocker.args[0].path == gui_tiny_checkpoint
+    options = second.controls.options()
+    assert (options.engine, options.precision, options.tiling, options.memory_budget) == (
+        "eager", "bf16", "exact", 512_000_000)
+    assert second.overlay_panel.opacity.value() == 30
+    assert not second.overlay_panel.show_overlay.isChecked()
+    assert second.size() == saved_size
+    assert second.settings.recent_files()[0] == str(small_image.resolve())
+    assert second.settings.last_dir("image") == str(small_image.parent)
+
+
+def test_recent_files_are_capped_and_skip_missing_files(tmp_path, settings_path):
+    settings = AppSettings(settings_path)
+    paths = [write_image(tmp_path / f"im{i}.png", 8, 8) for i in range(MAX_RECENT_FILES + 3)]
+    for path in paths:
+        settings.add_recent_file(path)
+    settings.add_recent_file(paths[-1])  # again: stays first, once
+    paths[-2].unlink()
+    recent = AppSettings(settings_path).recent_files()
+    assert recent[0] == str(paths[-1].resolve())
+    assert str(paths[-2].resolve()) not in recent
+    assert len(recent) == MAX_RECENT_FILES - 1
+    settings.set_blob("window/geometry", QByteArray(b""))
+    assert settings.blob("window/geometry") is None
+    assert settings.last_dir("nothing") == str(Path.home())
