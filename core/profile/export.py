@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..memory import format_bytes
 from ..plotting import bar_chart, line_chart
 from .lab import LabResult
 from .records import MemoryProfile, write_json
@@ -14,8 +15,9 @@ def bound_lines(result: LabResult) -> list[tuple[float, str]]:
     """(MB, label) for the lower bounds, for charts."""
     if result.bounds is None:
         return []
-    return [(result.bounds.whole_bytes / MB, f"lower bound, blocks whole {result.bounds.whole_bytes / MB:.0f} MB"),
-            (result.bounds.pieces_bytes / MB, f"lower bound, in pieces {result.bounds.pieces_bytes / MB:.0f} MB")]
+    whole, pieces = result.bounds.whole_bytes, result.bounds.pieces_bytes
+    return [(whole / MB, f"lower bound, blocks whole {format_bytes(whole)}"),
+            (pieces / MB, f"lower bound, in pieces {format_bytes(pieces)}")]
 
 
 def step_series(profile: MemoryProfile) -> tuple[list[float], list[float]]:

@@ -54,13 +54,15 @@ def _snapshot(env: dict[fx.Node, Any], layers: dict[fx.Node, str], account: Live
 
 def walk_graph(graph_module: fx.GraphModule, x: Tensor, *, runner: StepRunner = run_plainly,
                in_place_adds: bool = False, prepare_input: Callable[[Tensor], Tensor] | None = None,
-               on_step: Callable[[ProfileStep], None] | None = None) -> list[ProfileStep]:
+               on_step: Callable[[ProfileStep], None] | None = None,
+               dying: dict[fx.Node, list[fx.Node]] | None = None) -> list[ProfileStep]:
     """Steps of one run of `graph_module` on x (1, C, H, W); the caller's x is never counted.
 
     `in_place_adds` mirrors the engine (a residual sum overwrites the operand that dies there);
     `prepare_input` turns x into the placeholder's value as the executor would (its bytes count).
+    `dying` (node -> values freed after it) defaults to freeing each value after its last reader.
     """
-    dying = values_dying_after(graph_module.graph)
+    dying = dying if dying is not None else values_dying_after(graph_module.graph)
     layers = {node: layer_of(graph_module, node) for node in graph_module.graph.nodes}
     account = LiveAccount()
     account.mark_external(x)

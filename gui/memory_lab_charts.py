@@ -1,0 +1,152 @@
+"""The memory lab's charts (pyqtgraph): bars per configuration with lower-bound lines, and the
+bytes held at each step of the network with the peak step labelled; hovering a step reports it."""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt, Signal
+
+from leanseg.core.memory import format_bytes
+from leanseg.core.profile import LowerBounds, MemoryProfile
+
+from .viewer import VIEW_BACKGROUND
+
+MB = 1e6
+BAR_COLOURS = {"train": "#e5534b", "eval": "#f2a541", "engine": "#4fc38a"}
+BOUND_PEN = pg.mkPen("#c8ccd4", width=1, style=Qt.PenStyle.DashLine)
+TEXT = "#c8ccd4"
+BAR_AXIS_HEIGHT = 44  # room for two-line configuration names
+
+
+def _bar_colour(name: str) -> str:
+    return BAR_COLOURS.get(name.split(" ")[0], "#5b8def")
+
+
+class BarChart(pg.PlotWidget):
+    """One bar per configuration (value on top), optional horizontal lines for the lower bounds."""
+
+    def __init__(self, y_label: str, units: str, scale: float = 1.0) -> None:
+        super().__init__(background=VIEW_BACKGROUND)
+        self.scale = scale  # value / scale is drawn
+        self.units = units
+        self.setLabel("left", y_label)
+        self.setMouseEnabled(x=False, y=False)
+        self.showGrid(y=True, alpha=0.15)
+        self.names: list[str] = []
+        self.values: list[float] = []
+        self.bars: pg.BarGraphItem | None = None
+        self._labels: list[pg.TextItem] = []
+        self._lines: list[pg.InfiniteLine] = []
+
+    def set_bars(self, names: list[str], values: list[float]) -> None:
+        self.names, self.values = list(names), [v / self.scale for v in values]
+        if self.bars is not None:
+            self.removeItem(self.bars)
+        for label in self._labels:
+            self.removeItem(label)
+        self._labels = []
+        self.bars = pg.BarGraphItem(x=np.arange(len(names)), height=self.values, width=0.62,
+                                    brushes=[pg.mkBrush(_bar_colour(n)) for n in names], pen=None)
+        self.addItem(self.bars)
+        for i, value in enumerate(self.values):
+            label = pg.TextItem(f"{value:.3g}", color=TEXT, anchor=(0.5, 1.0))
+            label.setPos(i, value)
+            self.addItem(label)
+            self._labels.append(label)
+        self.getAxis("bottom").setTicks([[(i, n.replace(" ", "\n", 1)) for i, n in enumerate(names)]])
+        self.getAxis("bottom").setHeight(BAR_AXIS_HEIGHT)
+        self._fit()
+
+    def set_lines(self, lines: list[tuple[float, str]]) -> None:
+        """Horizontal dashed lines at y (bytes before scaling), labelled."""
+        for line in self._lines:
+            self.removeItem(line)
+        self._lines = []
+        for row, (y, text) in enumerate(lines):
+            line = pg.InfiniteLine(pos=y / self.scale, angle=0, movable=False, pen=BOUND_PEN, label=text,
+                                   labelOpts={"position": 0.99 - 0.3 * row, "color": TEXT, "anchors": [(1, 1), (1, 1)]})
+            self.addItem(line)
+            self._lines.append(line)
+        self._fit()
+
+    def bar_count(self) -> int:
+        return 0 if self.bars is None else len(self.bars.opts["height"])
+
+    def line_values(self) -> list[float]:
+        return [float(line.value()) for line in self._lines]
+
+    def _fit(self) -> None:
+        top = max(self.values + [float(line.value()) for line in self._lines] + [1e-9])
+        self.setXRange(-0.6, max(len(self.names), 1) - 0.4, padding=0)
+        self.setYRange(0, top * 1.15, padding=0)
+
+
+class StepChart(pg.PlotWidget):
+    """Bytes held at each step (while it ran, and after it), lower bounds, the peak step labelled.
+
+    `step_hovered(index)` fires when the mouse moves over a step.
+    """
+
+    step_hovered = Signal(int)
+
+    def __init__(self) -> None:
+        super().__init__(background=VIEW_BACKGROUND)
+        self.setLabel("left", "held (MB)")
+        self.setLabel("bottom", "step through the network (graph node)")
+        self.showGrid(x=True, y=True, alpha=0.15)
+        self.setMouseEnabled(x=False, y=False)
+        self.addLegend(offset=(10, 5), labelTextColor=TEXT)
+        self.peak_curve = self.plot(name="while the step ran", pen=pg.mkPen("#f2a541", width=2), stepMode="center")
+        self.live_curve = self.plot(name="after it (dead inputs freed)", pen=pg.mkPen("#5b8def", width=1.5),
+                                    stepMode="center")
+        self.cursor = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#6b707a", width=1))
+        self.addItem(self.cursor)
+        self.peak_marker = pg.ScatterPlotItem(size=9, brush=pg.mkBrush("#e5534b"), pen=None)
+        self.addItem(self.peak_marker)
+        self.peak_label = pg.TextItem("", color="#ff8a80", anchor=(0.5, 1.2))
+        self.addItem(self.peak_label)
+        self._bound_lines: list[pg.InfiniteLine] = []
+        self.profile: MemoryProfile | None = None
+        self.scene().sigMouseMoved.connect(self._on_mouse_moved)
+
+    def set_profile(self, profile: MemoryProfile | None, bounds: LowerBounds | None) -> None:
+        self.profile = profile
+        for line in self._bound_lines:
+            self.removeItem(line)
+        self._bound_lines = []
+        if profile is None or not profile.steps:
+            self.peak_curve.setData([], [])
+            self.live_curve.setData([], [])
+            self.peak_label.setText("")
+            self.peak_marker.setData([], [])
+            return
+        edges = np.arange(len(profile.steps) + 1) - 0.5
+        self.peak_curve.setData(edges, [s.peak_bytes / MB for s in profile.steps])
+        self.live_curve.setData(edges, [s.live_bytes / MB for s in profile.steps])
+        peak = profile.peak_step
+        assert peak is not None
+        self.peak_marker.setData([peak.index], [peak.peak_bytes / MB])
+        self.peak_label.setText(f"peak {format_bytes(peak.peak_bytes)}: {peak.layer}")
+        right_half = peak.index > len(profile.steps) / 2
+        self.peak_label.setAnchor((1.02, 1.0) if right_half else (-0.02, 1.0))
+        self.peak_label.setPos(peak.index, peak.peak_bytes / MB)
+        if bounds is not None:
+            for value, text in ((bounds.whole_bytes, "lower bound, blocks whole"),
+                                (bounds.pieces_bytes, "lower bound, in pieces")):
+                line = pg.InfiniteLine(pos=value / MB, angle=0, movable=False, pen=BOUND_PEN,
+                                       label=f"{text} {format_bytes(value)}",
+                                       labelOpts={"position": 0.02, "color": TEXT, "anchors": [(0, 1), (0, 1)]})
+                self.addItem(line)
+                self._bound_lines.append(line)
+        top = max([peak.peak_bytes] + ([bounds.whole_bytes] if bounds else [])) / MB
+        self.setXRange(-0.5, len(profile.steps) - 0.5, padding=0.01)
+        self.setYRange(0, top * 1.18, padding=0)
+
+    def _on_mouse_moved(self, position: QPointF) -> None:
+        if self.profile is None or not self.sceneBoundingRect().contains(position):
+            return
+        x = self.plotItem.vb.mapSceneToView(position).x()
+        index = int(round(x))
+        if 0 <= index < len(self.profile.steps):
+            self.cursor.setPos(index)
+            self.step_hovered.emit(index)

@@ -1,0 +1,70 @@
+"""The Memory lab window: a real run on a tiny model (each configuration in its own subprocess), cancel, export."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import psutil
+from pytestqt.qtbot import QtBot
+
+from leanseg.core.profile import CONFIGURATION_NAMES, ModelSpec
+from leanseg.gui.memory_lab import MemoryLabWindow
+
+LAB_TIMEOUT_MS = 240_000  # each configuration starts a fresh Python with torch; the test machine is busy
+RUN = ("train plain", "eval no_grad", "engine fp32")  # a subset keeps the test short; the chart shows what ran
+
+
+def _lab(qtbot: QtBot, checkpoint: Path, configurations: tuple[str, ...]) -> MemoryLabWindow:
+    lab = MemoryLabWindow(ModelSpec(str(checkpoint)), "tiny")
+    qtbot.addWidget(lab)
+    lab.size.setValue(64)
+    lab.repeats.setValue(1)
+    for name, box in lab.config_boxes.items():
+        box.setChecked(name in configurations)
+    return lab
+
+
+def test_lab_runs_and_draws_one_bar_per_configuration(qtbot: QtBot, gui_tiny_checkpoint: Path,
+                                                      tmp_path: Path) -> None:
+    lab = _lab(qtbot, gui_tiny_checkpoint, RUN)
+    with qtbot.waitSignal(lab.finished, timeout=LAB_TIMEOUT_MS) as finished:
+        lab.run_button.click()
+        assert not lab.run_button.isEnabled() and lab.cancel_button.isEnabled()
+    result = finished.args[0]
+    assert [r["name"] for r in result.rows] == list(RUN)
+    assert all("error" not in r and r["peak_bytes"] > 0 for r in result.rows), result.rows
+    assert lab.peak_chart.bar_count() == len(RUN) == lab.time_chart.bar_count()
+    assert lab.peak_chart.names == list(RUN)
+    assert result.bounds is not None
+    assert sorted(lab.peak_chart.line_values()) == sorted([result.bounds.pieces_bytes / 1e6,
+                                                           result.bounds.whole_bytes / 1e6])
+    assert lab.progress.value() == lab.progress.maximum() == len(RUN) + 1
+    assert lab.run_button.isEnabled() and not lab.cancel_button.isEnabled()
+    # the step plot shows the eager profile with its peak step labelled by layer
+    eager = result.eager
+    assert eager is not None and eager.peak_step is not None
+    assert eager.peak_step.layer in lab.step_chart.peak_label.textItem.toPlainText()
+    # hovering a step lists the tensors alive there
+    lab.hover_step(3)
+    assert lab.tensor_list.count() >= 1
+    assert eager.steps[3].layer in lab.tensor_title.text()
+    lab.profile_choice.setCurrentIndex(1)
+    assert lab.step_chart.profile is result.engine
+    # export
+    png, data = lab.export_png(tmp_path / "lab.png"), lab.export_json(tmp_path / "lab.json")
+    assert cv2.imread(str(png)).shape[0] > 100
+    assert [r["name"] for r in json.loads(data.read_text())["rows"]] == list(RUN)
+
+
+def test_cancel_stops_the_lab_and_its_subprocess(qtbot: QtBot, gui_tiny_checkpoint: Path) -> None:
+    lab = _lab(qtbot, gui_tiny_checkpoint, CONFIGURATION_NAMES)
+    lab.size.setValue(2048)
+    with qtbot.waitSignal(lab.runner.event, timeout=30_000):
+        lab.run_lab()
+    qtbot.waitUntil(lambda: len(psutil.Process().children()) == 1, timeout=30_000)
+    with qtbot.waitSignal(lab.cancelled, timeout=30_000):
+        lab.cancel_button.click()
+    assert psutil.Process().children() == []
+    assert lab.peak_chart.bar_count() == 0 and lab.run_button.isEnabled()
+    assert lab.summary.text() == "Cancelled."
