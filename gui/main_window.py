@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent
@@ -18,7 +19,7 @@ from leanseg.core.io.images import ImageData, to_rgb8
 from leanseg.core.memory import MemoryMonitor, format_bytes
 from leanseg.core.predict import InferenceOptions, Segmentation
 
-from . import memory_lab, window_state
+from . import companions, memory_lab, window_state
 from .about import about_text
 from .controls import InferenceControls
 from .file_actions import FileActionsMixin
@@ -53,6 +54,7 @@ class MainWindow(FileActionsMixin):
         self.monitor: MemoryMonitor | None = None
         self.error_box: QMessageBox | None = None
         self.last_error = ""
+        self._given_labels: tuple[int, np.ndarray] | None = None  # job id, labels to show instead of segmenting
         self.viewer = SegmentationViewer()
         self.controls = InferenceControls()
         self.overlay_panel = OverlayPanel()
@@ -64,6 +66,7 @@ class MainWindow(FileActionsMixin):
                       self._dock("Memory", self.memory_panel, Qt.DockWidgetArea.BottomDockWidgetArea)]
         self.actions = build_menus(self)
         self.memory_lab_action = memory_lab.install(self)  # Tools > Memory lab…
+        self.menuBar().addAction(self.actions.help_menu.menuAction())  # keep Help last
         self.resizeDocks(self.docks, [270, 250, 240], Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks[2]], [240], Qt.Orientation.Vertical)
         self._build_status_bar()
@@ -147,11 +150,15 @@ class MainWindow(FileActionsMixin):
         self._refresh_actions()
 
     # -- entry points ---------------------------------------------------------------------------------------
-    def open_image(self, path: Path) -> None:
-        """Read `path` on the worker, show it and segment it (cancelling any job in flight)."""
+    def open_image(self, path: Path, labels: np.ndarray | None = None) -> None:
+        """Read `path` on the worker, show it and segment it (cancelling any job in flight).
+
+        With `labels` (H, W) uint8, e.g. a saved result, show those instead of segmenting.
+        """
         self.settings.remember_dir("image", path)
-        segment = self.model_requested is not None
-        self.controller.submit(path=Path(path), segment=segment)
+        segment = self.model_requested is not None and labels is None
+        job_id = self.controller.submit(path=Path(path), segment=segment)
+        self._given_labels = (job_id, labels) if labels is not None else None
         self.controls.set_busy(segment)
         self.statusBar().showMessage(f"Opening {Path(path).name}…", 3000)
 
@@ -163,14 +170,14 @@ class MainWindow(FileActionsMixin):
         self.statusBar().showMessage(f"Loading model {Path(path).name}…", 3000)
 
     def open_folder(self, path: Path) -> None:
-        """Hook for the batch dialog (gui/batch_dialog.py)."""
+        """Segment a folder in the batch dialog."""
         self.settings.remember_dir("folder", path)
-        self.show_error("Open folder", f"Batch processing of folders is not available yet ({path}).")
+        companions.open_batch(self, Path(path))
 
     def open_video(self, path: Path) -> None:
-        """Hook for the video panel (gui/video_panel.py)."""
+        """Play and segment a video in the video panel."""
         self.settings.remember_dir("video", path)
-        self.show_error("Open video", f"Video segmentation is not available yet ({path}).")
+        companions.open_video(self, Path(path))
 
     def segment_current(self) -> None:
         if self.image is None:
@@ -227,6 +234,12 @@ class MainWindow(FileActionsMixin):
             self.settings.add_recent_file(image.path)
         self._refresh_actions()
         self.image_shown.emit(image)
+        given = self._given_labels
+        if given is not None and given[0] == job_id and self.model_status is not None:
+            if given[1].shape != image.pixels.shape[:2]:
+                self.show_error("Open result", f"the labels do not match the {image.width}x{image.height} image")
+                return
+            self._on_job_finished(job_id, Segmentation(given[1], 0.0, 0, self.model_status.device))
 
     def _on_job_event(self, job_id: int, event: JobEvent) -> None:
         if self.monitor is not None:

@@ -26,6 +26,7 @@ class WindowActions:
     show_overlay: QAction
     fit: QAction
     recent_menu: QMenu
+    help_menu: QMenu
 
 
 def _action(window: MainWindow, text: str, slot, shortcut=None, icon=None, tip: str = "") -> QAction:  # type: ignore[no-untyped-def]
@@ -100,7 +101,7 @@ def build_menus(window: MainWindow) -> WindowActions:
             toolbar.addAction(action)
     window.addToolBar(toolbar)
     return WindowActions(open_image, open_folder, open_video, open_model, save_labels, save_overlay, segment,
-                         cancel, show_overlay, fit, recent_menu)
+                         cancel, show_overlay, fit, recent_menu, help_menu)
 
 
 def _fill_recent(window: MainWindow, menu: QMenu) -> None:
