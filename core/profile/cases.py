@@ -6,7 +6,9 @@ probe starts (so the input is not counted, the output is), and returns peak byte
 from __future__ import annotations
 
 import contextlib
+import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,17 @@ from .model_spec import ModelSpec
 
 GRAD_MODES = ("grad", "no_grad", "inference_mode")
 TILED_BUDGET_SHARE = 4  # the tiled run's budget: a quarter of the engine's whole-image estimate
+
+
+def _measured(probe: Probe, run: Callable[[], object], repeats: int) -> dict[str, Any]:
+    """Peak of one run after `probe.start()`, and the median time of it and `repeats - 1` more runs."""
+    probe.start()
+    start = time.perf_counter()
+    run()
+    first = time.perf_counter() - start
+    peak = probe.peak_bytes()
+    seconds = [first] + [median_seconds(run, repeats=1, warmup=0) for _ in range(repeats - 1)]
+    return {"peak_bytes": peak, "seconds": statistics.median(seconds)}
 
 
 def _setup(spec: dict[str, Any], size: int, device: str) -> tuple[Any, torch.Tensor]:
@@ -51,11 +64,7 @@ def eager_case(probe: Probe, spec: dict[str, Any], size: int, grad_mode: str, re
     model = loaded.model.to(x.device).eval()
     with _grad_context(grad_mode):
         model(x)  # warm-up
-        probe.start()
-        model(x)
-        peak = probe.peak_bytes()
-        seconds = median_seconds(lambda: model(x), repeats=repeats, warmup=0)
-    return {"peak_bytes": peak, "seconds": seconds}
+        return _measured(probe, lambda: model(x), repeats)
 
 
 def train_case(probe: Probe, spec: dict[str, Any], size: int, checkpointing: bool, repeats: int,
@@ -77,12 +86,9 @@ def train_case(probe: Probe, spec: dict[str, Any], size: int, checkpointing: boo
         loss.backward()
         optimizer.step()
 
-    step()
+    step()  # warm-up: allocates the optimiser state, which the baseline then includes
     optimizer.zero_grad(set_to_none=True)
-    probe.start()
-    step()
-    peak = probe.peak_bytes()
-    return {"peak_bytes": peak, "seconds": median_seconds(step, repeats=repeats, warmup=0)}
+    return _measured(probe, step, repeats)
 
 
 def engine_case(probe: Probe, spec: dict[str, Any], size: int, precision: str, repeats: int,
@@ -92,12 +98,9 @@ def engine_case(probe: Probe, spec: dict[str, Any], size: int, precision: str, r
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     plan = compile_plan(loaded.model, device=x.device, dtype=dtype)
     plan.run(x)
-    probe.start()
-    plan.run(x)
-    peak = probe.peak_bytes()
-    accounted = plan.last_stats.peak_bytes if plan.last_stats else 0
-    return {"peak_bytes": peak, "accounted_bytes": accounted,
-            "seconds": median_seconds(lambda: plan.run(x), repeats=repeats, warmup=0)}
+    result = _measured(probe, lambda: plan.run(x), repeats)
+    result["accounted_bytes"] = plan.last_stats.peak_bytes if plan.last_stats else 0
+    return result
 
 
 def engine_tiled_case(probe: Probe, spec: dict[str, Any], size: int, repeats: int,
@@ -113,12 +116,8 @@ def engine_tiled_case(probe: Probe, spec: dict[str, Any], size: int, repeats: in
     channels = loaded.info.config.in_channels
     pixels = rng.integers(0, 255, (size, size, 3) if channels == 3 else (size, size), dtype=np.uint8)
     image = ImageData(pixels)
-    segmenter.segment(image)
-    probe.start()
-    result = segmenter.segment(image)
-    peak = probe.peak_bytes()
-    seconds = median_seconds(lambda: segmenter.segment(image), repeats=repeats, warmup=0)
-    return {"peak_bytes": peak, "seconds": seconds, "budget_bytes": budget, "notes": result.notes}
+    notes = segmenter.segment(image).notes  # warm-up; says how it tiled
+    return {**_measured(probe, lambda: segmenter.segment(image), repeats), "budget_bytes": budget, "notes": notes}
 
 
 def profile_case(probe: Probe, spec: dict[str, Any], size: int, device: str = "cpu") -> dict[str, Any]:
