@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+import torch
+
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event
 from ..predict import Segmentation, Segmenter
 from .batch_image import ReadInput, check_outputs_free, error_record, finish_image, read_input
@@ -130,19 +132,23 @@ def run_batch(
     try:
         with BackgroundWriter(depth=settings.prefetch) as writer, \
                 Prefetcher(plan.tasks, _read_checked, depth=settings.prefetch) as reader:
-            for task, read in reader:
+            for started, (task, read) in enumerate(reader):
                 if stopping():
                     summary.cancelled = True
                     break
                 if isinstance(read, BaseException):
                     writer.submit(partial(finish_error, task, read))
                     continue
+                on_event(JobEvent("info", f"segmenting {task.key}", index=started, count=todo,
+                                  path=str(task.source), data={"stage": "segmenting"}))
                 try:
                     result = segmenter.segment(read.image, cancel=cancel, on_event=on_event)
                 except JobCancelled:
                     summary.cancelled = True
                     break
                 except Exception as err:  # e.g. out of memory on this image: record it, go on
+                    if segmenter.device.type == "cuda":
+                        torch.cuda.empty_cache()  # give the failed image's cache back before the next
                     writer.submit(partial(finish_error, task, err))
                     continue
                 writer.submit(partial(finish_ok, task, read, result))

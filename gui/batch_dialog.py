@@ -1,0 +1,298 @@
+"""The batch dialog: segment a folder with progress, Cancel and Resume, and a table of results.
+
+The batch itself is `leanseg.core.jobs.batch.run_batch` (the CLI's job) on its own thread; this
+dialog only turns its events into widgets. Activating a result row emits `open_result(image, labels)`
+for the main window to show the image with its overlay.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QDialog,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from leanseg.core.assets import default_model_path
+from leanseg.core.events import JobEvent
+from leanseg.core.jobs.batch import BatchSummary
+from leanseg.core.jobs.batch_plan import BatchSettings
+from leanseg.core.jobs.manifest import MANIFEST_NAME, ImageRecord
+from leanseg.core.predict import InferenceOptions
+
+from .batch_runner import BatchRequest, BatchThread
+
+COLUMNS = ("File", "Size", "Seconds", "Status", "Message")
+
+
+def default_output_folder(in_dir: Path) -> Path:
+    """`photos/` -> `photos_leanseg/` beside it: outputs never land among the inputs."""
+    return in_dir.parent / f"{in_dir.name}_leanseg"
+
+
+class BatchDialog(QDialog):
+    open_result = Signal(object, object)  # image Path, labels Path: show this result in the viewer
+    batch_finished = Signal(object)  # BatchSummary, also when cancelled
+    batch_failed = Signal(str)  # the batch could not run, with the reason
+    job_event = Signal(object)  # every JobEvent, for the memory timeline
+
+    def __init__(self, parent: QWidget | None = None, model_path: Path | None = None,
+                 options: InferenceOptions | None = None, in_dir: Path | None = None,
+                 out_dir: Path | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Segment a folder")
+        self.model_path = model_path
+        self.options = options or InferenceOptions()
+        self.running = False
+        self.summary: BatchSummary | None = None
+        self._thread: BatchThread | None = None
+        self._rows: dict[str, int] = {}  # source (relative path) -> table row
+        self._started_at = 0.0
+        self._done = 0
+        self._todo = 0
+        self._build()
+        self.set_model(model_path, self.options)
+        if in_dir is not None:
+            self.in_edit.setText(str(in_dir))
+            self.out_edit.setText(str(out_dir or default_output_folder(Path(in_dir))))
+        elif out_dir is not None:
+            self.out_edit.setText(str(out_dir))
+        self.finished.connect(self._shutdown)  # QDialog.finished: closed by any means
+        self._refresh()
+
+    # -- construction ---------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.in_edit, self.out_edit = QLineEdit(), QLineEdit()
+        self.in_edit.setPlaceholderText("folder of images")
+        self.out_edit.setPlaceholderText("folder for labels, overlays, summary.csv")
+        in_browse, out_browse = QPushButton("Browse…"), QPushButton("Browse…")
+        in_browse.clicked.connect(lambda: self._choose_folder(self.in_edit, "Input folder"))
+        out_browse.clicked.connect(lambda: self._choose_folder(self.out_edit, "Output folder"))
+        self.in_edit.textEdited.connect(self._on_input_edited)
+        self.out_edit.textChanged.connect(self._refresh)
+        folders = QGridLayout()
+        for row, (label, edit, browse) in enumerate((("Input folder", self.in_edit, in_browse),
+                                                     ("Output folder", self.out_edit, out_browse))):
+            folders.addWidget(QLabel(label), row, 0)
+            folders.addWidget(edit, row, 1)
+            folders.addWidget(browse, row, 2)
+        self.recursive = QCheckBox("Include sub-folders")
+        self.overlay = QCheckBox("Write overlays")
+        self.overlay.setChecked(True)
+        self.probs = QCheckBox("Write probabilities (.npy)")
+        self.overwrite = QCheckBox("Redo everything (replace outputs)")
+        self.overwrite.toggled.connect(self._refresh)
+        options = QHBoxLayout()
+        for box in (self.recursive, self.overlay, self.probs, self.overwrite):
+            options.addWidget(box)
+        options.addStretch(1)
+        self.model_label = QLabel()
+        self.progress = QProgressBar()
+        self.progress.setFormat("%v of %m")
+        self.status = QLabel("Choose a folder and press Start.")
+        self.status.setWordWrap(True)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
+        self.table.cellActivated.connect(self.open_row)
+        self.table.cellDoubleClicked.connect(self.open_row)
+        self.table.setToolTip("Double-click a row to show the image with its labels in the viewer")
+        self.start_button = QPushButton("Start")
+        self.start_button.clicked.connect(self.start)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.open_output_button = QPushButton("Open output folder")
+        self.open_output_button.clicked.connect(self.open_output_folder)
+        close_button = QPushButton("Close")
+        close_button.clicked.connect(self.reject)
+        buttons = QHBoxLayout()
+        for button in (self.start_button, self.cancel_button, self.open_output_button):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        buttons.addWidget(close_button)
+        layout = QVBoxLayout(self)
+        layout.addLayout(folders)
+        layout.addLayout(options)
+        layout.addWidget(self.model_label)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(buttons)
+        for button in self.findChildren(QPushButton):
+            button.setAutoDefault(False)  # Enter on a table row opens that row; it never presses a button
+        self.resize(760, 520)
+
+    # -- user -> job ----------------------------------------------------------------------------------------
+    def set_model(self, model_path: Path | None, options: InferenceOptions) -> None:
+        """The model file and options the next batch uses (the main window's current ones)."""
+        self.model_path = model_path
+        self.options = options
+        name = model_path.name if model_path is not None else "no model"
+        self.model_label.setText(f"Model: {name} · {options.device} · engine {options.engine} · {options.precision}")
+
+    def settings(self) -> BatchSettings:
+        """The batch as the widgets describe it; ValueError says what is wrong."""
+        if not self.in_edit.text().strip() or not self.out_edit.text().strip():
+            raise ValueError("Choose an input folder and an output folder.")
+        return BatchSettings(Path(self.in_edit.text().strip()), Path(self.out_edit.text().strip()),
+                             recursive=self.recursive.isChecked(), write_overlay=self.overlay.isChecked(),
+                             write_probs=self.probs.isChecked(), overwrite=self.overwrite.isChecked())
+
+    def start(self) -> None:
+        """Start (or resume: finished images are skipped) the batch on the batch thread."""
+        if self.running:
+            return
+        model = self.model_path or (default_model_path() if default_model_path().is_file() else None)
+        try:
+            settings = self.settings()
+            if model is None:
+                raise ValueError("No model is loaded: open a model file first (File > Open model).")
+        except ValueError as err:
+            self._show_failure(str(err))
+            return
+        options = replace(self.options, want_probs=settings.write_probs)
+        if self._thread is None:
+            self._thread = BatchThread(self)
+            self._thread.runner.event.connect(self._on_event)
+            self._thread.runner.finished.connect(self._on_finished)
+            self._thread.runner.failed.connect(self._on_failed)
+        self.table.setRowCount(0)
+        self._rows.clear()
+        self.summary = None
+        self.running = True
+        self.status.setText(f"Starting: loading {model.name}…")
+        self._refresh()
+        self._thread.start(BatchRequest(settings, model, options))
+
+    def cancel(self) -> None:
+        """Stop at the next tile or image; what finished is kept, Resume goes on from there."""
+        if self._thread is not None and self.running:
+            self._thread.cancel()
+            self.status.setText("Cancelling…")
+
+    def open_row(self, row: int, column: int = 0) -> None:
+        """Show row `row`'s image with its labels in the main viewer (via `open_result`)."""
+        item = self.table.item(row, 0)
+        paths = item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+        if paths is not None and Path(paths[1]).is_file():
+            self.open_result.emit(Path(paths[0]), Path(paths[1]))
+
+    def open_output_folder(self) -> None:
+        folder = Path(self.out_edit.text().strip())
+        if folder.is_dir():
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder.resolve())))
+
+    # -- job -> widgets -------------------------------------------------------------------------------------
+    def _on_event(self, event: JobEvent) -> None:
+        if event.kind == "start":
+            self._todo, self._done, self._started_at = event.count or 0, 0, time.monotonic()
+            self.progress.setRange(0, max(self._todo, 1))
+            self.progress.setValue(0)
+            for record in event.data.get("finished_before", []):
+                self._add_record(ImageRecord.from_json(record), "done before")
+            self.status.setText(event.message)
+        elif event.kind == "info" and event.data.get("stage") == "segmenting":
+            self.status.setText(self._progress_text(Path(event.path or "").name))
+        elif event.kind in ("image", "error"):
+            self._done = (event.index or 0) + 1
+            self.progress.setValue(self._done)
+            self._add_record(ImageRecord.from_json(event.data), "ok" if event.kind == "image" else "failed")
+            self.status.setText(self._progress_text(Path(event.path or "").name))
+        self.job_event.emit(event)  # after the widgets show it
+
+    def _on_finished(self, summary: BatchSummary) -> None:
+        self.running = False
+        self.summary = summary
+        failed = f", {len(summary.failed)} failed (see the table)" if summary.failed else ""
+        if summary.cancelled:
+            text = f"Cancelled: {summary.remaining} image(s) left; press Resume to go on{failed}."
+        else:
+            text = (f"Done: {len(summary.ok)} segmented in {summary.seconds:.1f} s, "
+                    f"{summary.finished_before} finished before{failed}.")
+        self.status.setText(text)
+        self._refresh()
+        self.batch_finished.emit(summary)
+
+    def _on_failed(self, message: str) -> None:
+        self.running = False
+        self._show_failure(message)
+        self._refresh()
+
+    def _show_failure(self, message: str) -> None:
+        self.status.setText(f"<span style='color:#e06c5a'>{message}</span>")
+        self.batch_failed.emit(message)
+
+    def _progress_text(self, name: str) -> str:
+        elapsed = time.monotonic() - self._started_at
+        rate = self._done / elapsed if elapsed > 0 and self._done else 0.0
+        eta = f"ETA {_clock((self._todo - self._done) / rate)}" if rate > 0 else "ETA --:--"
+        return f"{self._done} of {self._todo} · {name} · {rate:.2f} images/s · {eta}"
+
+    def _add_record(self, record: ImageRecord, status: str) -> None:
+        row = self._rows.get(record.source)
+        if row is None:
+            row = self._rows[record.source] = self.table.rowCount()
+            self.table.insertRow(row)
+        size = f"{record.width} × {record.height}" if record.width else ""
+        seconds = f"{record.seconds:.2f}" if record.status == "ok" else ""
+        for column, text in enumerate((record.source, size, seconds, status, record.error)):
+            self.table.setItem(row, column, QTableWidgetItem(text))
+        if record.status == "ok" and "labels" in record.outputs:
+            settings_in, settings_out = Path(self.in_edit.text().strip()), Path(self.out_edit.text().strip())
+            paths = (str(settings_in / record.source), str(settings_out / record.outputs["labels"].path))
+            self.table.item(row, 0).setData(Qt.ItemDataRole.UserRole, paths)
+
+    # -- state ----------------------------------------------------------------------------------------------
+    def _on_input_edited(self, text: str) -> None:
+        if text.strip() and not self.out_edit.isModified():
+            self.out_edit.setText(str(default_output_folder(Path(text.strip()))))
+
+    def _choose_folder(self, edit: QLineEdit, title: str) -> None:
+        name = QFileDialog.getExistingDirectory(self, title, edit.text() or str(Path.home()))
+        if name:
+            edit.setText(name)
+            if edit is self.in_edit and not self.out_edit.isModified():
+                self.out_edit.setText(str(default_output_folder(Path(name))))
+
+    def _refresh(self) -> None:
+        out = Path(self.out_edit.text().strip()) if self.out_edit.text().strip() else None
+        resumable = out is not None and (out / MANIFEST_NAME).is_file()
+        self.start_button.setText("Start over" if self.overwrite.isChecked() and resumable
+                                  else "Resume" if resumable else "Start")
+        self.start_button.setEnabled(not self.running)
+        self.cancel_button.setEnabled(self.running)
+        self.open_output_button.setEnabled(out is not None and out.is_dir())
+        for widget in (self.in_edit, self.out_edit, self.recursive, self.overlay, self.probs, self.overwrite):
+            widget.setEnabled(not self.running)
+
+    def _shutdown(self) -> None:
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
+            self.running = False
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"

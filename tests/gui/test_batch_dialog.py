@@ -1,0 +1,149 @@
+"""The batch dialog offscreen: run, results table, Cancel then Resume, open a result, open the output folder."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from PySide6.QtCore import QObject, Qt, QUrl, Slot
+from PySide6.QtGui import QDesktopServices
+
+from leanseg.core.predict import InferenceOptions
+from leanseg.gui.batch_dialog import BatchDialog, default_output_folder
+
+from .conftest import JOB_TIMEOUT_MS, write_image
+
+OPTIONS = InferenceOptions(device="cpu", engine="eager")
+
+
+@pytest.fixture
+def image_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for i in range(4):
+        write_image(folder / f"p{i}.png", 48, 64, seed=i)
+    return folder
+
+
+def _dialog(qtbot, checkpoint: Path, folder: Path) -> BatchDialog:  # type: ignore[no-untyped-def]
+    dialog = BatchDialog(None, checkpoint, OPTIONS, in_dir=folder)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    return dialog
+
+
+def _table(dialog: BatchDialog) -> dict[str, tuple[str, str]]:
+    """file -> (status, message) as the table shows them."""
+    rows = {}
+    for row in range(dialog.table.rowCount()):
+        rows[dialog.table.item(row, 0).text()] = (dialog.table.item(row, 3).text(), dialog.table.item(row, 4).text())
+    return rows
+
+
+def test_a_batch_runs_fills_the_table_and_reports_bad_files(qtbot, gui_tiny_checkpoint, image_folder) -> None:
+    (image_folder / "broken.jpg").write_text("not a JPEG")
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    assert dialog.out_edit.text() == str(default_output_folder(image_folder))
+    assert dialog.start_button.text() == "Start" and not dialog.cancel_button.isEnabled()
+    events = []
+    dialog.job_event.connect(events.append)
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
+        assert dialog.cancel_button.isEnabled() and not dialog.in_edit.isEnabled()
+    summary = blocker.args[0]
+    assert not summary.cancelled and len(summary.ok) == 4 and len(summary.failed) == 1
+    rows = _table(dialog)
+    assert len(rows) == 5 and rows["p0.png"][0] == "ok"
+    assert rows["broken.jpg"][0] == "failed" and "not an image" in rows["broken.jpg"][1]
+    assert dialog.progress.value() == 5 and dialog.progress.maximum() == 5
+    assert "Done: 4 segmented" in dialog.status.text() and "1 failed" in dialog.status.text()
+    labels = cv2.imread(str(default_output_folder(image_folder) / "p3_labels.png"), cv2.IMREAD_UNCHANGED)
+    assert labels.shape == (48, 64)
+    assert (default_output_folder(image_folder) / "p3_overlay.png").is_file()
+    assert {"start", "image", "error", "done"} <= {e.kind for e in events}
+    assert dialog.start_button.text() == "Resume" and dialog.start_button.isEnabled()
+
+
+def test_cancel_then_resume_finishes_without_redoing(qtbot, gui_tiny_checkpoint, image_folder) -> None:
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    progress_texts = []
+
+    def cancel_after_first(event) -> None:  # type: ignore[no-untyped-def]
+        if event.kind == "image":
+            dialog.cancel()
+        if event.kind == "info":
+            progress_texts.append(dialog.status.text())
+
+    dialog.job_event.connect(cancel_after_first)
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as blocker:
+        dialog.start()
+    first = blocker.args[0]
+    assert first.cancelled and 1 <= len(first.records) < 4
+    assert "press Resume" in dialog.status.text() and dialog.start_button.text() == "Resume"
+    assert progress_texts and " of 4 · p" in progress_texts[0] and "ETA" in progress_texts[0]
+    dialog.job_event.disconnect(cancel_after_first)
+
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
+    second = blocker.args[0]
+    assert not second.cancelled and second.all_ok
+    assert second.finished_before == len(first.records) and len(second.records) == 4 - len(first.records)
+    rows = _table(dialog)
+    assert len(rows) == 4
+    assert sum(status == "done before" for status, _ in rows.values()) == len(first.records)
+
+
+def test_activating_a_row_asks_to_open_the_image_with_its_labels(qtbot, gui_tiny_checkpoint, image_folder) -> None:
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS):
+        dialog.start()
+    row = next(r for r in range(dialog.table.rowCount()) if dialog.table.item(r, 0).text() == "p2.png")
+    rect = dialog.table.visualItemRect(dialog.table.item(row, 1))
+    with qtbot.waitSignal(dialog.open_result, timeout=5000) as blocker:
+        qtbot.mouseClick(dialog.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+        qtbot.mouseDClick(dialog.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    image_path, labels_path = blocker.args
+    assert image_path == image_folder / "p2.png"
+    assert labels_path == default_output_folder(image_folder) / "p2_labels.png"
+    assert np.asarray(cv2.imread(str(labels_path), cv2.IMREAD_UNCHANGED)).shape == (48, 64)
+    dialog.table.setCurrentCell(0, 0)  # the keyboard works too: Enter on the selected row
+    with qtbot.waitSignal(dialog.open_result, timeout=5000) as blocker:
+        qtbot.keyClick(dialog.table, Qt.Key.Key_Return)
+    assert blocker.args[0] == image_folder / dialog.table.item(0, 0).text()
+
+
+class _UrlCatcher(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[QUrl] = []
+
+    @Slot(QUrl)
+    def open(self, url: QUrl) -> None:
+        self.urls.append(url)
+
+
+def test_open_output_folder_hands_the_folder_to_the_desktop(qtbot, gui_tiny_checkpoint, image_folder) -> None:
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    assert not dialog.open_output_button.isEnabled()  # nothing there yet
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS):
+        dialog.start()
+    catcher = _UrlCatcher()
+    QDesktopServices.setUrlHandler("file", catcher, "open")
+    try:
+        assert dialog.open_output_button.isEnabled()
+        qtbot.mouseClick(dialog.open_output_button, Qt.MouseButton.LeftButton)
+    finally:
+        QDesktopServices.unsetUrlHandler("file")
+    assert [Path(u.toLocalFile()) for u in catcher.urls] == [default_output_folder(image_folder).resolve()]
+
+
+def test_bad_choices_are_explained_and_nothing_starts(qtbot, gui_tiny_checkpoint, tmp_path) -> None:
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, tmp_path / "missing")
+    with qtbot.waitSignal(dialog.batch_failed, timeout=5000) as blocker:
+        dialog.start()
+    assert "does not exist" in blocker.args[0] and not dialog.running
+    dialog.in_edit.setText("")
+    with qtbot.waitSignal(dialog.batch_failed, timeout=5000) as blocker:
+        dialog.start()
+    assert "Choose an input folder" in blocker.args[0]
