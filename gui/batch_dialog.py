@@ -150,6 +150,11 @@ class BatchDialog(QDialog):
         name = model_path.name if model_path is not None else "no model"
         self.model_label.setText(f"Model: {name} · {options.device} · engine {options.engine} · {options.precision}")
 
+    def set_input_folder(self, folder: Path) -> None:
+        """Point the dialog at `folder`; the output folder follows unless the user typed one."""
+        self.in_edit.setText(str(folder))
+        self._on_input_edited(str(folder))
+
     def settings(self) -> BatchSettings:
         """The batch as the widgets describe it; ValueError says what is wrong."""
         if not self.in_edit.text().strip() or not self.out_edit.text().strip():

@@ -147,3 +147,21 @@ def test_bad_choices_are_explained_and_nothing_starts(qtbot, gui_tiny_checkpoint
     with qtbot.waitSignal(dialog.batch_failed, timeout=5000) as blocker:
         dialog.start()
     assert "Choose an input folder" in blocker.args[0]
+
+
+def test_main_window_folder_to_batch_to_viewer(qtbot, make_window, gui_tiny_checkpoint, image_folder) -> None:
+    """File > Open folder opens this dialog; a finished row opens in the viewer with its saved labels."""
+    window = make_window(gui_tiny_checkpoint)
+    window.open_folder(image_folder)
+    dialog = window.batch_dialog
+    qtbot.waitUntil(dialog.isVisible, timeout=5_000)
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as blocker:
+        dialog.start()
+    assert blocker.args[0].all_ok
+    row = next(r for r in range(dialog.table.rowCount()) if dialog.table.item(r, 0).text() == "p1.png")
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        dialog.open_row(row)
+    saved = cv2.imread(str(default_output_folder(image_folder) / "p1_labels.png"), cv2.IMREAD_UNCHANGED)
+    np.testing.assert_array_equal(window.viewer.overlay_item.image, saved)
+    assert window.image.path == image_folder / "p1.png"
+    dialog.close()
