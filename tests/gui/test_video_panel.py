@@ -5,7 +5,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication
 
 from leanseg.core.predict import InferenceOptions
 from leanseg.gui.video_panel import VideoPanel
@@ -105,3 +107,25 @@ def test_full_export_and_bad_files(qtbot, panel: VideoPanel, tmp_path: Path) -> 
     assert "Exported 5 frame(s)" in panel.export_label.text()
     assert isinstance(panel.last_frame.labels, np.ndarray)
 
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # QDragEnterEvent has only the QPoint form
+def test_main_window_opens_a_dropped_video_in_the_panel(qtbot, make_window, gui_tiny_checkpoint) -> None:  # type: ignore[no-untyped-def]
+    window = make_window(gui_tiny_checkpoint)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(SAMPLE))])
+    pos = QPointF(window.width() / 2, window.height() / 2)
+    enter = QDragEnterEvent(pos.toPoint(), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                            Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(window, enter)
+    drop = QDropEvent(pos, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    frames: list[ShownFrame] = []
+    QApplication.sendEvent(window, drop)  # File > Open video ends in the same window.open_video
+    panel = window.video_panel
+    panel.frame_shown.connect(frames.append)
+    qtbot.waitUntil(lambda: bool(frames), timeout=JOB_TIMEOUT_MS)
+    assert panel.isVisible() and panel.source == SAMPLE
+    assert panel.model_path == gui_tiny_checkpoint and frames[0].labels is not None
+    assert panel.viewer.labels is not None
+    window.close()  # stops the panel's threads
+    assert panel.playback._thread is None

@@ -1,0 +1,53 @@
+"""Hooks the video panel into the main window: File > Open video and dropped videos land here.
+
+`show_video(window, path)` is all the main window calls; the panel follows the window's model and
+options, marks export events on its memory timeline, and stops its threads when the window closes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QEvent, QObject, Qt
+
+from .video_panel import VideoPanel
+
+
+class _ShutdownOnClose(QObject):
+    """Stops the panel's threads when the window that owns it closes."""
+
+    def __init__(self, panel: VideoPanel) -> None:
+        super().__init__(panel)
+        self.panel = panel
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Close:
+            self.panel.shutdown()
+        return False
+
+
+def show_video(window: Any, path: Path) -> VideoPanel:
+    """The main window's `open_video`: open `path` in its video panel (made on first use) and show it.
+
+    Uses the window's current model and inference options, follows later model changes, marks the
+    export's job events on the memory timeline and shows errors through `window.show_error`.
+    """
+    panel: VideoPanel | None = getattr(window, "video_panel", None)
+    options = window.controls.options()
+    if panel is None:
+        panel = VideoPanel(window, window.model_requested, options)
+        panel.setWindowFlag(Qt.WindowType.Window, True)
+        window.video_panel = panel
+        window.installEventFilter(_ShutdownOnClose(panel))
+        window.model_changed.connect(lambda status: panel.set_model(window.model_requested, status.options))
+        panel.job_event.connect(lambda event: window.monitor.mark_event(event) if window.monitor else None)
+        panel.error_shown.connect(lambda message: window.statusBar().showMessage(message, 10000))
+    elif (panel.model_path, panel.options) != (window.model_requested, options):
+        panel.set_model(window.model_requested, options)
+    if panel.open_video(Path(path)):
+        panel.show()
+        panel.raise_()
+        panel.activateWindow()
+    else:
+        window.show_error("Open video", panel.export_label.text())
+    return panel
