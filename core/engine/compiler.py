@@ -1,6 +1,7 @@
 """compile(model) -> Plan: capture the graph, run the passes, place it on the device."""
 from __future__ import annotations
 
+import copy
 import operator
 
 import torch
@@ -43,7 +44,7 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
     try:
         graph_module = capture(model)
     except CaptureError as err:
-        eager = model.eval().to(device, dtype)
+        eager = copy.deepcopy(model).eval().to(device, dtype)  # the caller's model stays as it is
         return Plan(None, eager, device=device, dtype=dtype, notes=[str(err)], fallbacks=["<whole model>"])
     notes = [
         f"removed {remove_no_ops(graph_module)} identity/dropout nodes",
