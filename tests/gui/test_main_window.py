@@ -1,10 +1,12 @@
 """The main window end to end: open -> segment on the worker -> overlay; cancel; errors; drag and drop."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
@@ -36,16 +38,26 @@ def test_open_image_segments_and_overlay_holds_the_labels(qtbot, make_window, gu
     assert all("%" in text for text in shares)
 
 
-def test_cancel_stops_the_job_and_leaves_no_overlay(qtbot, make_window, gui_tiny_checkpoint, tmp_path):
+def test_cancel_takes_effect_within_one_tile_and_leaves_no_overlay(qtbot, make_window, gui_tiny_checkpoint,
+                                                                     tmp_path):
     window = make_window(gui_tiny_checkpoint)
-    big = write_image(tmp_path / "big.png", 1024, 1024)
+    tiled = replace(window.controls.options(), engine="eager", tiling="fast", memory_budget=8_000_000)  # 6x6 tiles
+    window.controls.set_options(tiled)
+    with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
+        window.controller.configure(None, tiled)
+    tiles: list[int] = []
+    window.controller.worker.job_event.connect(
+        lambda job_id, event: tiles.append(event.index) if event.kind == "tile" else None)
     with qtbot.waitSignal(window.controller.worker.job_event, timeout=JOB_TIMEOUT_MS,
-                          check_params_cb=lambda job_id, event: event.kind == "start"):
-        window.open_image(big)
+                          check_params_cb=lambda job_id, event: event.kind == "tile"):
+        window.open_image(write_image(tmp_path / "big.png", 512, 512))
     assert window.controls.cancel.isEnabled()
+    assert window.controls.progress.format().startswith("tile 1 of ")
+    tiles_at_cancel = len(tiles)
     with qtbot.waitSignal(window.job_ended, timeout=JOB_TIMEOUT_MS) as blocker:
         window.cancel_job()
     assert blocker.args == ["cancelled"]
+    assert len(tiles) <= tiles_at_cancel + 1  # the tile running when Cancel came in, no more
     assert window.result is None and window.viewer.labels is None
     assert not window.controls.cancel.isEnabled()
 
@@ -171,3 +183,22 @@ def test_changing_the_engine_resegments_with_the_new_options(qtbot, make_window,
         window.controls.engine.setCurrentIndex(window.controls.engine.findData(other))
     assert window.model_status.options.engine == other
     assert window.model_status.options == window.controls.options()
+
+
+def test_out_of_memory_is_reported_with_its_recovery_and_the_app_goes_on(qtbot, make_window, gui_tiny_checkpoint,
+                                                                        small_image, monkeypatch):
+    window = make_window(gui_tiny_checkpoint)
+    real_segment = Segmenter.segment
+
+    def out_of_memory(self, image, **kwargs):  # what torch raises when an allocation fails
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(Segmenter, "segment", out_of_memory)
+    with qtbot.waitSignal(window.error_shown, timeout=JOB_TIMEOUT_MS) as blocker:
+        window.open_image(small_image)
+    assert blocker.args[0].startswith("Out of memory on cpu while segmenting a 96x72 image. Recovered")
+    assert "memory budget" in blocker.args[0]
+    assert not window.controls.cancel.isEnabled()
+    monkeypatch.setattr(Segmenter, "segment", real_segment)
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.segment_current()
