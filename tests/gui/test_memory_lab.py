@@ -12,7 +12,7 @@ from leanseg.core.profile import CONFIGURATION_NAMES, ModelSpec
 from leanseg.gui.memory_lab import MemoryLabWindow
 
 LAB_TIMEOUT_MS = 240_000  # each configuration starts a fresh Python with torch; the test machine is busy
-RUN = ("train plain", "eval no_grad", "engine fp32")  # a subset keeps the test short; the chart shows what ran
+RUN = ("eval no_grad", "engine fp32")  # a subset keeps the test short (a fresh Python per run)
 
 
 def _lab(qtbot: QtBot, checkpoint: Path, configurations: tuple[str, ...]) -> MemoryLabWindow:
@@ -68,3 +68,12 @@ def test_cancel_stops_the_lab_and_its_subprocess(qtbot: QtBot, gui_tiny_checkpoi
     assert psutil.Process().children() == []
     assert lab.peak_chart.bar_count() == 0 and lab.run_button.isEnabled()
     assert lab.summary.text() == "Cancelled."
+
+
+def test_tools_menu_opens_the_lab_for_the_loaded_model(make_window, gui_tiny_checkpoint: Path) -> None:  # type: ignore[no-untyped-def]
+    window = make_window(gui_tiny_checkpoint)
+    window.memory_lab_action.trigger()
+    lab = window.memory_lab
+    assert lab.isVisible() and lab.spec == ModelSpec(str(gui_tiny_checkpoint))
+    assert lab.model_label.text() == gui_tiny_checkpoint.name
+    lab.close()
