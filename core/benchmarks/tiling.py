@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tile-image", type=Path, default=SAMPLE, help="picture scaled up to each size")
     group.add_argument("--agreement", type=int, default=2048, metavar="N",
                        help="compare tiled and whole-image logits at N x N (0: skip; default 2048)")
+    group.add_argument("--fast-halos", default="32,64,96,128", metavar="PX,PX,...",
+                       help="fast-mode halos compared in the --agreement run (default 32,64,96,128)")
     group.add_argument("--large-tiff", type=int, default=0, metavar="N",
                        help="also segment an N x N uncompressed TIFF from a memory map (0: skip)")
     group.add_argument("--large-tiling", default="auto", choices=("auto", "exact", "fast"),
@@ -131,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
                 "model": model, "image": str(args.tile_image), "repeats": repeats, "device": args.device},
                 threads=args.threads, timeout=3600)
             rows.append(_row(row, result))
+            write_json(Path(args.out) / "bench_tiling_partial.json", rows)  # survives an interrupted run
     _add_ratios(rows)
     columns = ["size", "configuration", "peak", "s/MP", "x whole@1024 s/MP", "runs", "tiles", "plan"]
     print(f"\nModel {model_name}; {args.threads} threads, {args.device}; tiled budget "
@@ -142,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nagreement at {args.agreement}x{args.agreement} ...", flush=True)
         agreement = run_case(f"{__name__}_agreement:agreement_case", {
             "size": args.agreement, "budget": args.tile_budget, "model": model, "image": str(args.tile_image),
-            "device": args.device}, threads=args.threads, timeout=3600)
+            "device": args.device, "halos": [int(h) for h in args.fast_halos.split(",") if h.strip()]},
+            threads=args.threads, timeout=3600)
         payload["agreement"] = agreement
         print(format_table(agreement.get("rows", [{"mode": "error", "note": agreement.get("error")}]),
                            ["mode", "halo px", "tiles", "labels agree", "max |logit diff|", "differing labels",

@@ -22,8 +22,8 @@ TIE_LOGITS = 1e-4  # labels may differ only where the top two logits are this cl
 
 
 def agreement_case(probe: Probe, size: int, budget: int, model: str | None, image: str,
-                   device: str = "cpu") -> dict[str, Any]:
-    """Rows: exact mode, then fast mode at each halo in FAST_HALOS."""
+                   device: str = "cpu", halos: tuple[int, ...] = FAST_HALOS) -> dict[str, Any]:
+    """Rows: exact mode, then fast mode at each halo."""
     from .tiling import load_bench_model, scaled_image
 
     segmenter = Segmenter(load_bench_model(model), InferenceOptions(device=device, engine="lean",
@@ -42,7 +42,7 @@ def agreement_case(probe: Probe, size: int, budget: int, model: str | None, imag
     del top_two
     exact = plan_tiles(segmenter, size, size, "logits", mode="exact", budget_bytes=budget)
     fast = plan_tiles(segmenter, size, size, "logits", mode="fast", budget_bytes=budget)
-    plans = [exact] + [replace(fast, halo_px=halo) for halo in FAST_HALOS]
+    plans = [exact] + [replace(fast, halo_px=halo) for halo in halos]
     rows = []
     for plan in plans:
         labels = np.zeros((size, size), np.uint8)
