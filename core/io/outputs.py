@@ -10,11 +10,31 @@ import cv2
 import numpy as np
 
 
+def _umask() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
+
+
+FILE_MODE = 0o666 & ~_umask()  # what open() would give a new file; mkstemp alone gives 0600
+
+
+def new_temp_file(path: Path) -> tuple[int, str]:
+    """A temp file beside `path` (same file system, so the final rename is atomic), normal permissions."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, FILE_MODE)
+    return fd, tmp
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write `data` to `path` so that readers see either nothing or the whole file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = new_temp_file(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from ..io.outputs import new_temp_file
 from . import build_model
 from .config import ModelConfig, config_from_dict, config_to_dict
 
@@ -88,7 +88,7 @@ def save_checkpoint(path: str | Path, model: nn.Module, info: ModelInfo) -> Path
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = new_temp_file(path)
     os.close(fd)
     try:
         save_file(tensors, tmp, metadata={METADATA_KEY: _info_to_json(info)})

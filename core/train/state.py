@@ -2,17 +2,18 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..io.outputs import new_temp_file
+
 
 def save_state(path: Path, state: dict[str, Any]) -> None:
     """torch.save to a temp file in the same folder, fsync, then rename over `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = new_temp_file(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             torch.save(state, handle)

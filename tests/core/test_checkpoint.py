@@ -82,3 +82,15 @@ def test_newer_format_version(tiny_checkpoint: Path, tmp_path: Path) -> None:
 @pytest.fixture
 def tmp_checkpoint_bytes(tiny_checkpoint: Path) -> bytes:
     return tiny_checkpoint.read_bytes()
+
+
+def test_saved_files_get_normal_permissions(tmp_path: Path) -> None:
+    """Atomic writes go through a temp file; the result must not stay private (0600) like mkstemp's."""
+    import os
+    import stat
+
+    from leanseg.core.io.outputs import FILE_MODE
+
+    path = save_checkpoint(tmp_path / "m.safetensors", PlainUNet(PlainUNetConfig(base_channels=4, depth=1)),
+                           default_info(PlainUNetConfig(base_channels=4, depth=1)))
+    assert stat.S_IMODE(os.stat(path).st_mode) == FILE_MODE
