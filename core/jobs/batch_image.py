@@ -89,37 +89,39 @@ def error_record(task: ImageTask, err: BaseException) -> ImageRecord:
     return ImageRecord(source=task.key, status="error", error=message)
 
 
-def finish_image(task: ImageTask, read: ReadInput, result: Segmentation, manifest: Manifest,
+def finish_image(task: ImageTask, read: ReadInput, result: Segmentation, manifest: Manifest | None,
                  class_colours: tuple[tuple[int, int, int], ...]) -> ImageRecord:
-    """Write outputs and record them: pending entry first, so a kill mid-write is ours to redo."""
-    manifest.begin(task.key, list(task.outputs.values()))
+    """Write outputs and build the record. With a manifest, note the outputs as pending first (so a kill
+    mid-write leaves them ours to redo) and record the result after; without one (a remote worker),
+    the caller records it: `manifest.begin` before dispatching, `manifest.finish` on the result."""
+    if manifest is not None:
+        manifest.begin(task.key, list(task.outputs.values()))
     try:
         outputs = write_outputs(task, read, result, class_colours)
     except (OSError, ValueError, OutputExistsError) as err:
         record = error_record(task, err)
     else:
         record = ok_record(task, read, result, outputs, len(class_colours))
-    manifest.finish(record)
+    if manifest is not None:
+        manifest.finish(record)
     return record
 
 
-def process_image(task: ImageTask, segmenter: Segmenter, manifest: Manifest, *,
+def process_image(task: ImageTask, segmenter: Segmenter, manifest: Manifest | None = None, *,
                   cancel: threading.Event | None = None, on_event: EventSink = ignore_event) -> ImageRecord:
-    """Read -> segment -> write -> record one image, serially. Bad inputs give an error record;
-    JobCancelled propagates (nothing written)."""
+    """Read -> segment -> write -> record one image, serially (what a cluster worker runs per task).
+
+    Bad inputs and per-image failures (e.g. out of memory) give an error record; JobCancelled
+    propagates with nothing written."""
     try:
         check_outputs_free(task)
         read = read_input(task)
-    except Exception as err:  # any unreadable input is recorded and skipped, never fatal
-        record = error_record(task, err)
-        manifest.finish(record)
-        return record
-    try:
         result = segmenter.segment(read.image, cancel=cancel, on_event=on_event)
     except JobCancelled:
         raise
-    except Exception as err:  # e.g. out of memory on this image: record it, go on with the next
+    except Exception as err:  # any failure of this image is recorded and skipped, never fatal
         record = error_record(task, err)
-        manifest.finish(record)
+        if manifest is not None:
+            manifest.finish(record)
         return record
     return finish_image(task, read, result, manifest, segmenter.info.class_colours)

@@ -13,9 +13,10 @@ import torch
 
 from leanseg.core.events import JobEvent
 from leanseg.core.io.images import read_image
-from leanseg.core.jobs.batch import run_batch
-from leanseg.core.jobs.batch_plan import BatchSettings
-from leanseg.core.jobs.manifest import ManifestError
+from leanseg.core.jobs.batch import model_fingerprint, run_batch
+from leanseg.core.jobs.batch_image import process_image
+from leanseg.core.jobs.batch_plan import BatchSettings, plan_batch
+from leanseg.core.jobs.manifest import Manifest, ManifestError
 from leanseg.core.model.checkpoint import load_checkpoint
 from leanseg.core.predict import InferenceOptions, Segmenter
 
@@ -218,3 +219,25 @@ def test_stale_temp_files_and_torn_journal_lines_are_cleaned_up(tmp_path: Path, 
     assert summary.all_ok and len(summary.records) == 2
     assert not (out / ".img00_labels.png.ab12cd34.tmp").exists()
     assert (out / ".notes.txt.ab12cd34.tmp").exists()
+
+
+def test_per_image_steps_run_elsewhere_match_run_batch_and_resume(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    """The cluster pattern: plan on the driver, `process_image` per task without a manifest, record on the driver."""
+    inputs = tmp_path / "in"
+    _write_images(inputs, 3)
+    (inputs / "bad.png").write_bytes(b"")
+    segmenter = _segmenter(tiny_checkpoint)
+    run_batch(BatchSettings(inputs, tmp_path / "local"), segmenter)
+
+    settings = BatchSettings(inputs, tmp_path / "remote")
+    manifest = Manifest.open(settings.out_dir, model_fingerprint(segmenter), segmenter.info.class_names)
+    tasks = plan_batch(settings, manifest).tasks
+    for task in tasks:
+        manifest.begin(task.key, list(task.outputs.values()))
+    for record in [process_image(task, segmenter) for task in tasks]:
+        manifest.finish(record)
+    manifest.close()
+    for name in ("img00_labels.png", "img01_labels.png", "img02_labels.png"):
+        assert (tmp_path / "remote" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+    again = run_batch(settings, segmenter)
+    assert again.finished_before == 3 and [r.source for r in again.records] == ["bad.png"]
