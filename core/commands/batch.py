@@ -19,6 +19,7 @@ from ..jobs.batch import BatchSummary, run_batch
 from ..jobs.batch_plan import BatchSettings
 from ..jobs.manifest import ManifestError
 from ..memory import format_bytes
+from .batch_ray import add_ray_options, check_ray_arguments, ray_requested, run_on_ray
 from .common import (
     CommandError,
     add_inference_options,
@@ -44,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="redo every image and replace existing outputs (default: resume, replace nothing)")
     add_inference_options(parser)
     add_memory_log_option(parser)
+    add_ray_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -51,10 +53,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = BatchSettings(args.in_dir, args.out, recursive=args.recursive, write_overlay=args.overlay,
                                  write_probs=args.probs, overwrite=args.overwrite)
-        segmenter = build_segmenter(args, want_probs=args.probs)
+        ray_options = check_ray_arguments(args) if ray_requested(args) else None
+        segmenter = None if ray_options is not None else build_segmenter(args, want_probs=args.probs)
     except (CommandError, ValueError) as err:
         return report_error(err)
-    print(f"model {segmenter.loaded.path} on {segmenter.device}, engine {args.engine}, {args.precision}")
+    if segmenter is not None:
+        print(f"model {segmenter.loaded.path} on {segmenter.device}, engine {args.engine}, {args.precision}")
     stop, cancel = threading.Event(), threading.Event()
     sink = _ConsoleSink()
 
@@ -70,8 +74,12 @@ def run(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        with memory_logging(args.memory_log, segmenter.device, sink) as on_event:
-            summary = run_batch(settings, segmenter, cancel=cancel, stop_after_current=stop, on_event=on_event)
+        if ray_options is not None:
+            summary = run_on_ray(args, settings, ray_options, cancel=cancel, stop_after_current=stop, on_event=sink)
+        else:
+            assert segmenter is not None
+            with memory_logging(args.memory_log, segmenter.device, sink) as on_event:
+                summary = run_batch(settings, segmenter, cancel=cancel, stop_after_current=stop, on_event=on_event)
     except (ManifestError, CommandError) as err:
         return report_error(err)
     finally:

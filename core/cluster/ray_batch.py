@@ -1,0 +1,260 @@
+"""The batch job on a Ray cluster: same outputs, summary.csv, manifest.json and resume as `run_batch`.
+
+    driver: open the manifest, plan (skip what is finished) -> Ray Data: tasks -> map_batches over
+    an actor pool (SegmentingActor: one compiled Segmenter each) -> records stream back -> events
+
+Every node must see the input and output folders at the same paths (shared storage); the model is
+shipped to the actors as bytes. A ManifestKeeper actor on the driver's node journals each image
+(pending before its outputs are written, the record after), so a run killed anywhere resumes like
+the local batch. Stopping (cancel or stop_after_current) ends the run at once: images in flight are
+dropped and redone on resume. Ray is imported inside functions: `leanseg.core` works without it.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..events import EventSink, JobEvent, ignore_event
+from ..jobs.batch import BatchSummary, model_fingerprint
+from ..jobs.batch_plan import BatchSettings, plan_batch, remove_stale_temp_files
+from ..jobs.manifest import ImageRecord, Manifest
+from ..model.checkpoint import LoadedModel, save_checkpoint
+from ..predict import InferenceOptions, Segmenter
+from .actors import RECORD_COLUMN, TASK_COLUMN, ManifestKeeper, SegmentingActor, task_to_json
+
+INSTALL_HINT = "install the cluster extra: pip install 'leanseg[cluster]'"
+
+
+class RayBatchError(Exception):
+    """Ray is not installed, the cluster cannot run the job as asked, or the job failed; the message says
+    what to do."""
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """Where and how wide the batch runs on Ray."""
+
+    address: str | None = None  # None: a local Ray instance on this machine; else a cluster's HOST:PORT or 'auto'
+    actors: int | None = None  # segmenting actors; None: as many as the cluster's CPUs (or GPUs) allow
+    threads_per_actor: int = 1  # torch threads per actor, and the CPUs each actor reserves
+    batch_size: int = 4  # images per call to an actor: larger amortises overhead, smaller balances load
+
+    def __post_init__(self) -> None:
+        for name in ("threads_per_actor", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.actors is not None and self.actors < 1:
+            raise ValueError(f"actors must be at least 1, got {self.actors}")
+
+
+def import_ray() -> Any:
+    """The ray module, or RayBatchError saying how to install it."""
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as err:
+        raise RayBatchError(f"--ray needs Ray, which is not installed ({err}); {INSTALL_HINT}") from err
+    return ray
+
+
+def run_batch_on_ray(
+    settings: BatchSettings,
+    loaded: LoadedModel,
+    options: InferenceOptions,
+    ray_options: RayOptions,
+    *,
+    cancel: threading.Event | None = None,
+    stop_after_current: threading.Event | None = None,
+    on_event: EventSink = ignore_event,
+) -> BatchSummary:
+    """Segment every unfinished image of `settings.in_dir` on a Ray actor pool; returns like run_batch.
+
+    Raises RayBatchError (no ray, or too few CPUs/GPUs for the actors asked for) and
+    ManifestError (the output folder holds another model's results, unless overwrite).
+    """
+    ray = import_ray()
+    if settings.write_probs and not options.want_probs:
+        raise ValueError("write_probs needs InferenceOptions(want_probs=True)")
+    start = time.perf_counter()
+    # the fingerprint reads weights and precision only: an eager CPU Segmenter compiles nothing
+    fingerprint = model_fingerprint(Segmenter(loaded, replace(options, engine="eager", device="cpu")))
+    manifest = Manifest.open(settings.out_dir, fingerprint, loaded.info.class_names, fresh=settings.overwrite)
+    remove_stale_temp_files(settings.out_dir)
+    plan = plan_batch(settings, manifest)
+    manifest.close()  # the keeper actor reopens it
+    summary = BatchSummary(settings, total=plan.total, finished_before=len(plan.finished))
+    todo = len(plan.tasks)
+    on_event(JobEvent(
+        "start", f"{plan.total} image(s) in {settings.in_dir}: {todo} to segment, {len(plan.finished)} finished "
+        f"before; on Ray", count=todo,
+        data={"total": plan.total, "finished_before": [manifest.records[k].to_json() for k in plan.finished]},
+    ))
+
+    def stopping() -> bool:
+        return bool((cancel and cancel.is_set()) or (stop_after_current and stop_after_current.is_set()))
+
+    if todo == 0 or stopping():
+        summary.cancelled = todo > 0
+        return _finish(summary, todo, start, on_event)
+    started_ray = _connect(ray, ray_options.address)
+    try:
+        pool = _pool_size(ray, ray_options, options)
+        on_event(JobEvent("plan", f"ray: {pool.describe()}, batches of {ray_options.batch_size} image(s)",
+                          data=pool.__dict__))
+        keeper = _start_keeper(ray, settings.out_dir, fingerprint, loaded.info.class_names, _checkpoint_bytes(loaded))
+        dataset = ray.data.from_items([{TASK_COLUMN: task_to_json(t)} for t in plan.tasks],
+                                      override_num_blocks=math.ceil(todo / ray_options.batch_size))
+        records = dataset.map_batches(
+            SegmentingActor,
+            batch_size=ray_options.batch_size,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=pool.actors),
+            num_cpus=ray_options.threads_per_actor,
+            num_gpus=1 if pool.gpu else 0,
+            fn_constructor_kwargs={
+                "options": replace(options, device="cuda" if pool.gpu else "cpu"),
+                "threads": ray_options.threads_per_actor,
+                "keeper": keeper,
+            },
+        )
+        batches = iter(records.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0))
+        try:
+            first_at: float | None = None
+            for batch in batches:
+                for text in batch[RECORD_COLUMN]:
+                    record = ImageRecord.from_json(_loads(text))
+                    first_at = first_at or time.perf_counter()
+                    summary.records.append(record)
+                    _report(record, len(summary.records), todo, settings, first_at, on_event)
+                if stopping():
+                    summary.cancelled = len(summary.records) < todo
+                    break
+        except ray.exceptions.RayError as err:  # an actor could not start, or the cluster went away
+            raise RayBatchError(f"the Ray job stopped: {_summary_line(err)}; finished images are recorded in "
+                                f"{settings.out_dir}, run again to resume") from err
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()  # stops Ray Data's executor: the actor pool goes away
+            ray.get(keeper.close.remote())  # final manifest.json and summary.csv
+    finally:
+        if started_ray:
+            ray.shutdown()  # ends this job: any actor still running is stopped
+    return _finish(summary, todo, start, on_event)
+
+
+@dataclass(frozen=True)
+class PoolSize:
+    nodes: int  # alive nodes in the cluster
+    cpus: float  # CPUs the cluster offers
+    gpus: float
+    actors: int  # segmenting actors to start
+    threads: int  # per actor
+    gpu: bool  # one GPU per actor
+
+    def describe(self) -> str:
+        device = "1 GPU" if self.gpu else f"{self.threads} thread(s)"
+        return (f"{self.nodes} node(s), {self.cpus:g} CPU(s), {self.gpus:g} GPU(s); "
+                f"{self.actors} actor(s) x {device}")
+
+
+def _pool_size(ray: Any, ray_options: RayOptions, options: InferenceOptions) -> PoolSize:
+    """How many actors the cluster can hold; RayBatchError when the request does not fit."""
+    resources = ray.cluster_resources()
+    cpus, gpus = float(resources.get("CPU", 0)), float(resources.get("GPU", 0))
+    nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+    gpu = options.device.startswith("cuda") or (options.device == "auto" and gpus >= 1)
+    threads = ray_options.threads_per_actor
+    fits = int(min(cpus // threads, gpus)) if gpu else int(cpus // threads)
+    actors = ray_options.actors or max(fits, 1)
+    if actors > fits:
+        need = f"{actors} x {threads} CPU(s)" + (f" and {actors} GPU(s)" if gpu else "")
+        raise RayBatchError(
+            f"the Ray cluster offers {cpus:g} CPU(s) and {gpus:g} GPU(s) on {nodes} node(s); {actors} actor(s) "
+            f"need {need}; lower --actors or --threads-per-actor, or add nodes (ray start --address ...)")
+    return PoolSize(nodes, cpus, gpus, actors, threads, gpu)
+
+
+def _connect(ray: Any, address: str | None) -> bool:
+    """Join the cluster at `address` (None: start a local instance); True when this call started Ray."""
+    if ray.is_initialized():
+        return False
+    import logging
+
+    try:
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.WARNING, configure_logging=True)
+    except (ConnectionError, ValueError, RuntimeError) as err:
+        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+        raise RayBatchError(f"could not connect to {where}: {err}; start one with `ray start --head` "
+                                  "(see README, 'Running on a Ray cluster')") from err
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False  # leanseg reports progress itself
+    context.print_on_execution_start = False
+    for handler in logging.getLogger("ray.data").handlers:  # keep Ray Data's info lines off the console
+        if not isinstance(handler, logging.FileHandler):
+            handler.setLevel(logging.ERROR)
+    return True
+
+
+def _start_keeper(ray: Any, out_dir: Path, fingerprint: dict[str, Any], class_names: tuple[str, ...],
+                  checkpoint: bytes) -> Any:
+    """The ManifestKeeper actor, on this (the driver's) node, taking no CPU from the pool."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    keeper_class = ray.remote(num_cpus=0, max_concurrency=16, scheduling_strategy=here)(ManifestKeeper)
+    keeper = keeper_class.remote(str(out_dir), fingerprint, class_names, ray.put(checkpoint))
+    ray.get(keeper.__ray_ready__.remote())
+    return keeper
+
+
+def _checkpoint_bytes(loaded: LoadedModel) -> bytes:
+    """The checkpoint file's bytes (a model without one is saved to a temporary file first)."""
+    if loaded.path is not None and Path(loaded.path).is_file():
+        return Path(loaded.path).read_bytes()
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="leanseg-model-") as folder:
+        return save_checkpoint(Path(folder) / "model.safetensors", loaded.model, loaded.info).read_bytes()
+
+
+def _summary_line(err: BaseException) -> str:
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    return lines[-1] if lines else type(err).__name__
+
+
+def _loads(text: Any) -> dict[str, Any]:
+    import json
+
+    data: dict[str, Any] = json.loads(str(text))
+    return data
+
+
+def _report(record: ImageRecord, done: int, todo: int, settings: BatchSettings, first_at: float,
+            on_event: EventSink) -> None:
+    """One image or error event; data carries the record and images/s across the cluster so far."""
+    elapsed = time.perf_counter() - first_at
+    rate = (done - 1) / elapsed if done > 1 and elapsed > 0 else 0.0  # from the first finished image on
+    data = {**record.to_json(), "images_per_s": rate}
+    source = str(settings.in_dir / record.source)
+    if record.status == "ok":
+        message = f"{record.source}: {record.width}x{record.height}, {record.seconds:.2f} s"
+        on_event(JobEvent("image", message, index=done - 1, count=todo, path=source, data=data))
+    else:
+        on_event(JobEvent("error", record.error, index=done - 1, count=todo, path=source, data=data))
+
+
+def _finish(summary: BatchSummary, todo: int, start: float, on_event: EventSink) -> BatchSummary:
+    summary.seconds = time.perf_counter() - start
+    if summary.cancelled:
+        on_event(JobEvent("cancelled", f"stopped with {summary.remaining} image(s) left; run again to resume",
+                          index=len(summary.records), count=todo))
+    on_event(JobEvent("done", f"{len(summary.ok)} segmented, {len(summary.failed)} failed, "
+                      f"{summary.finished_before} finished before, {summary.remaining} left",
+                      count=todo, data={"seconds": summary.seconds}))
+    return summary
