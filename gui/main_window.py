@@ -255,7 +255,7 @@ class MainWindow(FileActionsMixin):
         self.viewer.set_labels(result.labels, info.class_colours, info.class_names)
         self.overlay_panel.legend.set_labels(result.labels)
         self.controls.set_busy(False)
-        peak = f"peak {'RSS ' if result.device == 'cpu' else ''}{format_bytes(result.peak_bytes)}"
+        peak = f"job peak {'RSS ' if result.device == 'cpu' else ''}{format_bytes(result.peak_bytes)}"
         summary = f"{result.seconds:.2f} s · {peak} · {result.device}"
         self.controls.last_result.setText("Last run: " + summary + "".join(f"\n{n}" for n in result.notes))
         self.status_labels["time"].setText(f"{result.seconds:.2f} s")

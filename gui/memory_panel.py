@@ -17,7 +17,7 @@ from leanseg.core.memory import format_bytes
 from .viewer import VIEW_BACKGROUND
 
 MB = 1e6
-WINDOW_S = 60.0  # seconds the time axis spans; it jumps ahead in steps so the axes are not redrawn every tick
+WINDOW_S = 30.0  # seconds the time axis spans; it jumps ahead in steps so the axes are not redrawn every tick
 CURVES = (  # snapshot key, legend name, colour
     ("reserved", "reserved", "#5b8def"),
     ("allocated", "allocated", "#f2a541"),
@@ -51,7 +51,7 @@ class MemoryPanel(QWidget):
         self.plot.showGrid(x=True, y=True, alpha=0.15)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.disableAutoRange()
-        self.plot.addLegend(offset=(10, 5), labelTextColor="#c8ccd4")
+        self.plot.addLegend(offset=(-10, 5), labelTextColor="#c8ccd4", brush=pg.mkBrush(23, 24, 27, 200))
         self.curves: dict[str, pg.PlotDataItem] = {}
         for key, name, colour in CURVES:
             curve = self.plot.plot(name=name, pen=pg.mkPen(colour, width=2))
@@ -67,7 +67,7 @@ class MemoryPanel(QWidget):
         self._x_start = -1.0  # left end of the time axis; negative until the first sample
         self._y_top = 0.0  # top of the memory axis in bytes
         self.now_label = QLabel("—")
-        self.peak_label = QLabel("peak —")
+        self.peak_label = QLabel("peak allocated —")
         self.peak_label.setObjectName("peakLabel")
         self.freed_label = QLabel("")
         self.source_label = QLabel("")
@@ -155,7 +155,7 @@ class MemoryPanel(QWidget):
         peaks = snapshot.get("peak")
         if peaks is not None and len(peaks):
             peak = float(peaks[-1])
-            self.peak_label.setText(f"peak {format_bytes(peak)}")
+            self.peak_label.setText(f"peak allocated {format_bytes(peak)}")
             self.peak_line.setPos(peak)
             self.peak_line.setVisible(True)
 
@@ -170,7 +170,7 @@ class MemoryPanel(QWidget):
             pen = pg.mkPen("#9aa0aa" if major else "#4a4e57", width=1, style=style)
             line = pg.InfiniteLine(pos=time, angle=90, movable=False, pen=pen,
                                    label=label if major else None,
-                                   labelOpts={"position": 0.92, "color": "#c8ccd4", "rotateAxis": (1, 0)})
+                                   labelOpts={"position": 0.82, "color": "#c8ccd4", "rotateAxis": (1, 0)})
             self.plot.addItem(line)
             self._mark_lines.append(line)
         while len(self._mark_lines) > 400:  # keep the plot cheap on long sessions

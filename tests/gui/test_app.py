@@ -1,4 +1,4 @@
-"""The programs: `leanseg gui IMAGE --screenshot PNG` (through `leanseg-gui`) segments, saves the window, exits."""
+"""The programs: `leanseg-gui IMAGE --screenshot PNG` segments, saves the window, exits; `leanseg gui` starts it."""
 from __future__ import annotations
 
 import os
@@ -14,10 +14,12 @@ from .conftest import write_image
 def test_screenshot_run_segments_saves_the_window_and_exits(tmp_path, gui_tiny_checkpoint, no_default_model):
     image = write_image(tmp_path / "street.png", 240, 320)
     shot = tmp_path / "shots" / "window.png"
+    settings = tmp_path / "s.ini"
+    settings.write_text("[inference]\nengine=eager\n")  # the quickest start; the engine has tests of its own
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
     done = subprocess.run(
-        [sys.executable, "-m", "leanseg.core", "gui", str(image), "--model", str(gui_tiny_checkpoint),
-         "--screenshot", str(shot), "--size", "1200x760", "--settings", str(tmp_path / "s.ini")],
+        [sys.executable, "-m", "leanseg.gui.app", str(image), "--model", str(gui_tiny_checkpoint),
+         "--screenshot", str(shot), "--size", "1200x760", "--settings", str(settings)],
         capture_output=True, text=True, timeout=300, env=env,
     )
     assert done.returncode == 0, done.stderr
@@ -27,8 +29,8 @@ def test_screenshot_run_segments_saves_the_window_and_exits(tmp_path, gui_tiny_c
     assert pixels.std() > 10  # a rendered window, not a blank picture
 
 
-def test_missing_input_is_a_clear_error(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "leanseg.gui.app", str(tmp_path / "nope.png")],
+def test_leanseg_gui_starts_the_app_and_a_missing_input_is_a_clear_error(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "leanseg.core", "gui", str(tmp_path / "nope.png")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "nope.png: no such file or folder" in done.stderr

@@ -11,6 +11,12 @@ from leanseg.gui.memory_panel import MemoryPanel
 from .conftest import JOB_TIMEOUT_MS
 
 
+def _labels_on_plot(panel: MemoryPanel) -> set[str]:
+    """The texts of the labelled mark lines on the panel's plot."""
+    labels = (getattr(line, "label", None) for line in panel._mark_lines)
+    return {label.format for label in labels if label is not None}
+
+
 @pytest.fixture
 def monitor():
     monitor = MemoryMonitor("cpu", rate_hz=50.0, capacity_s=60.0)
@@ -58,8 +64,7 @@ def test_reset_peak_marks_and_restarts_the_peak(qtbot, monitor):
     qtbot.addWidget(panel)
     qtbot.mouseClick(panel.reset_peak_button, Qt.MouseButton.LeftButton)
     assert any(label == "reset peak" for _, label in monitor.marks())
-    qtbot.waitUntil(lambda: any(line.label is not None and line.label.format == "reset peak"
-                                for line in panel._mark_lines), timeout=5_000)
+    qtbot.waitUntil(lambda: "reset peak" in _labels_on_plot(panel), timeout=5_000)
 
 
 def test_window_marks_job_start_and_done_on_the_plot(qtbot, make_window, gui_tiny_checkpoint, small_image):
@@ -68,8 +73,7 @@ def test_window_marks_job_start_and_done_on_the_plot(qtbot, make_window, gui_tin
         window.open_image(small_image)
     labels = [label for _, label in window.monitor.marks()]
     assert "start" in labels and "done" in labels
-    qtbot.waitUntil(lambda: {"start", "done"} <= {line.label.format for line in window.memory_panel._mark_lines
-                                                  if line.label is not None}, timeout=5_000)
+    qtbot.waitUntil(lambda: {"start", "done"} <= _labels_on_plot(window.memory_panel), timeout=5_000)
 
 
 def test_without_a_monitor_the_panel_says_so(qtbot):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray
+from PySide6.QtCore import QByteArray, QSize
 
 from leanseg.gui.main_window import MainWindow
 from leanseg.gui.settings import MAX_RECENT_FILES, AppSettings
@@ -25,8 +25,8 @@ def test_settings_survive_a_restart_of_the_window(qtbot, make_window, gui_tiny_c
     controls.blockSignals(False)
     first.overlay_panel.opacity.setValue(30)
     first.overlay_panel.show_overlay.setChecked(False)
-    first.resize(760, 640)  # within the offscreen screen (800x800): Qt clamps restored geometry to it
-    qtbot.waitUntil(lambda: first.size().width() == 760)
+    first.resize(790, 640)  # within the offscreen screen (800x800): Qt clamps restored geometry to it
+    qtbot.waitUntil(lambda: first.size() == QSize(790, 640))
     saved_size = first.size()
     first.close()
 
