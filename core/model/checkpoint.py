@@ -12,7 +12,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from ..io.outputs import new_temp_file
+from ..io.outputs import FILE_MODE, new_temp_file
 from . import build_model
 from .config import ModelConfig, config_from_dict, config_to_dict
 
@@ -92,6 +92,7 @@ def save_checkpoint(path: str | Path, model: nn.Module, info: ModelInfo) -> Path
     os.close(fd)
     try:
         save_file(tensors, tmp, metadata={METADATA_KEY: _info_to_json(info)})
+        os.chmod(tmp, FILE_MODE)  # safetensors writes a fresh file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
