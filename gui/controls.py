@@ -46,6 +46,7 @@ class InferenceControls(QWidget):
     segment_requested = Signal()
     cancel_requested = Signal()
     open_model_requested = Signal()
+    busy_changed = Signal(bool)  # a job is running (Cancel makes sense)
 
     def __init__(self) -> None:
         super().__init__()
@@ -141,6 +142,7 @@ class InferenceControls(QWidget):
 
     def set_busy(self, busy: bool) -> None:
         self.cancel.setEnabled(busy)
+        self.busy_changed.emit(busy)
         if busy:
             self.progress.setRange(0, 0)  # busy indicator until the engine reports tiles
             self.progress.setFormat("segmenting…")

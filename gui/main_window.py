@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import QDockWidget, QFrame, QHBoxLayout, QLabel, QMessageBox, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDockWidget, QLabel, QMessageBox, QVBoxLayout, QWidget
 
 from leanseg.core.assets import default_model_path
 from leanseg.core.events import JobEvent
@@ -21,6 +21,7 @@ from leanseg.core.predict import InferenceOptions, Segmentation
 
 from . import companions, memory_lab, window_state
 from .about import about_text
+from .banner import ModelBanner
 from .controls import InferenceControls
 from .file_actions import FileActionsMixin
 from .inference import InferenceController
@@ -76,16 +77,8 @@ class MainWindow(FileActionsMixin):
 
     # -- construction ---------------------------------------------------------------------------------------
     def _build_central(self) -> None:
-        self.banner = QFrame()
-        self.banner.setObjectName("banner")
-        self.banner_text = QLabel()
-        self.banner_text.setWordWrap(True)
-        banner_button = QPushButton("Open model…")
-        banner_button.clicked.connect(self.choose_model)
-        row = QHBoxLayout(self.banner)
-        row.addWidget(self.banner_text, 1)
-        row.addWidget(banner_button)
-        self.banner.hide()
+        self.banner = ModelBanner()
+        self.banner.open_model_requested.connect(self.choose_model)
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -125,6 +118,8 @@ class MainWindow(FileActionsMixin):
         self.controls.segment_requested.connect(self.segment_current)
         self.controls.cancel_requested.connect(self.cancel_job)
         self.controls.open_model_requested.connect(self.choose_model)
+        self.controls.busy_changed.connect(self.actions.cancel.setEnabled)
+        self.actions.cancel.setEnabled(False)
         self.overlay_panel.opacity_changed.connect(self.viewer.set_opacity)
         self.overlay_panel.overlay_toggled.connect(self.viewer.set_overlay_visible)
         self.overlay_panel.overlay_toggled.connect(self.actions.show_overlay.setChecked)
@@ -140,10 +135,9 @@ class MainWindow(FileActionsMixin):
         if path is None and default_model_path().is_file():
             path = default_model_path()
         if path is None:
-            self.banner_text.setText(
+            self.banner.show_message(
                 f"<b>No default model is installed</b> (looked for {default_model_path()}). "
                 "Open a model file (.safetensors) to segment images, or train one with <tt>leanseg train</tt>.")
-            self.banner.show()
             self.controls.set_model_name("no model")
         else:
             self.open_model(path)
@@ -233,6 +227,8 @@ class MainWindow(FileActionsMixin):
         if image.path is not None:
             self.settings.add_recent_file(image.path)
         self._refresh_actions()
+        if self.model_requested is None:
+            self.statusBar().showMessage(f"Opened {name}; open a model to segment it", 10000)
         self.image_shown.emit(image)
         given = self._given_labels
         if given is not None and given[0] == job_id and self.model_status is not None:

@@ -22,8 +22,13 @@ class ScreenshotTaker(QObject):
         self.exit_code = 1
         self._done = False
         window.job_ended.connect(self._on_job_ended)
+        window.image_shown.connect(self._on_image_shown)
         window.error_shown.connect(lambda message: print(f"leanseg-gui: {message}", file=sys.stderr))
         QTimer.singleShot(int(timeout_s * 1000), lambda: self._take("timed out"))
+
+    def _on_image_shown(self) -> None:
+        if self.window.model_requested is None:  # nothing will be segmented: take the window as it is
+            self._on_job_ended("no model to segment with")
 
     def _on_job_ended(self, outcome: str) -> None:
         QTimer.singleShot(SETTLE_MS, lambda: self._take(outcome))

@@ -107,7 +107,7 @@ def test_a_bad_model_file_is_refused_and_the_old_model_stays(qtbot, make_window,
 def test_without_a_default_model_the_app_says_so_and_still_shows_images(qtbot, make_window, small_image):
     window = make_window()
     assert window.banner.isVisible()
-    assert "No default model is installed" in window.banner_text.text()
+    assert "No default model is installed" in window.banner.text.text()
     with qtbot.waitSignal(window.image_shown, timeout=JOB_TIMEOUT_MS):
         window.open_image(small_image)
     assert window.viewer.pixels.shape == (72, 96, 3)
@@ -202,3 +202,17 @@ def test_out_of_memory_is_reported_with_its_recovery_and_the_app_goes_on(qtbot, 
     monkeypatch.setattr(Segmenter, "segment", real_segment)
     with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
         window.segment_current()
+
+
+def test_a_16_bit_grey_tiff_is_shown_auto_contrasted(qtbot, make_window, gui_tiny_checkpoint, tmp_path):
+    import tifffile
+
+    window = make_window(gui_tiny_checkpoint)
+    dim = (np.arange(40 * 50).reshape(40, 50) % 300 + 1000).astype(np.uint16)  # 1000..1299 of 65535
+    tifffile.imwrite(tmp_path / "dim.tif", dim)
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(tmp_path / "dim.tif")
+    shown = window.viewer.pixels
+    assert shown.dtype == np.uint8 and shown.shape == (40, 50, 3)
+    assert shown.min() <= 5 and shown.max() >= 250  # stretched to the full range, not near-black
+    assert "16-bit" in window.status_labels["size"].text()
