@@ -132,8 +132,10 @@ def _random_model(path: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=None, help="checkpoint; default: random-init CamVid config")
-    parser.add_argument("--images", type=int, default=100, help="images for the throughput test (default 100)")
-    parser.add_argument("--memory-images", type=int, default=300, help="images for the memory test (default 300)")
+    parser.add_argument("--images", type=int, default=100,
+                        help="images for the throughput test (default 100; 0 skips it)")
+    parser.add_argument("--memory-images", type=int, default=300,
+                        help="images for the memory test (default 300; 0 skips it)")
     parser.add_argument("--repeats", type=int, default=3, help="alternating rounds (default 3)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads per configuration (default 2)")
     parser.add_argument("--device", default="cpu")
@@ -152,58 +154,80 @@ def main() -> int:
     engine = args.engine or InferenceOptions.engine
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent),
                                                              os.environ.get("PYTHONPATH")]))
+    payload: dict[str, Any] = {"threads": args.threads, "device": args.device, "engine": engine,
+                               "model": str(args.model or "random-init MobileUNetConfig(11, width=0.75)")}
     work = Path(tempfile.mkdtemp(prefix="leanseg_bench_batch_"))
     try:
         model = str(args.model or _random_model(work / "camvid_random.safetensors"))
-        throughput_dir = _link_images(args.data / "val", args.images, work / "throughput")
-        memory_dir = _link_images(args.data / "train", args.memory_images, work / "memory")
         common = {"model": model, "device": args.device, "engine": engine}
-        rounds: list[dict[str, Any]] = []
-        for round_index in range(args.repeats):
-            pure = run_case("bench_batch:case_pure", {**common, "image_dir": str(throughput_dir), "warmup": 3},
-                            threads=args.threads)
-            batch = run_case("bench_batch:case_batch", {**common, "image_dir": str(throughput_dir), "warmup": 3,
-                             "out_dir": str(work / f"out_{round_index}")}, threads=args.threads)
-            for name, result in (("pure", pure), ("batch", batch)):
-                if "error" in result:
-                    raise SystemExit(f"{name} round {round_index}: {result['error']}")
-            rounds.append({"round": round_index + 1, "pure images/s": pure["images_per_s"],
-                           "batch images/s": batch["images_per_s"],
-                           "ratio": batch["images_per_s"] / pure["images_per_s"]})
-            print(f"round {round_index + 1}: pure {pure['images_per_s']:.3f} img/s, "
-                  f"batch {batch['images_per_s']:.3f} img/s", flush=True)
-        pure_rate = statistics.median(r["pure images/s"] for r in rounds)
-        batch_rate = statistics.median(r["batch images/s"] for r in rounds)
-        ratio = statistics.median(r["ratio"] for r in rounds)
-        memory = run_case("bench_batch:case_memory", {**common, "image_dir": str(memory_dir), "first": 20,
-                          "out_dir": str(work / "out_memory")}, threads=args.threads, timeout=3600)
-        if "error" in memory:
-            raise SystemExit(f"memory run: {memory['error']}")
+        if args.images > 0 and args.repeats > 0:
+            payload["throughput"] = _throughput(args, common, work, run_case)
+        if args.memory_images > 0:
+            payload["memory"] = _memory(args, common, work, run_case)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if "throughput" in payload:
+        _print_throughput(args, engine, payload["throughput"], format_table)
+    if "memory" in payload:
+        _print_memory(payload["memory"], format_table)
+    print(f"JSON: {write_json(args.json, payload)}")
+    return 0
 
-    print(f"\nThroughput, {args.images} CamVid val images (360x480), {args.threads} threads, {args.device}, "
+
+def _throughput(args: argparse.Namespace, common: dict[str, Any], work: Path, run_case: Any) -> dict[str, Any]:
+    """Alternating pure / batch subprocesses; medians over the rounds."""
+    image_dir = _link_images(args.data / "val", args.images, work / "throughput")
+    rounds: list[dict[str, Any]] = []
+    for round_index in range(args.repeats):
+        pure = run_case("bench_batch:case_pure", {**common, "image_dir": str(image_dir), "warmup": 3},
+                        threads=args.threads, timeout=7200)
+        batch = run_case("bench_batch:case_batch", {**common, "image_dir": str(image_dir), "warmup": 3,
+                         "out_dir": str(work / f"out_{round_index}")}, threads=args.threads, timeout=7200)
+        for name, result in (("pure", pure), ("batch", batch)):
+            if "error" in result:
+                raise SystemExit(f"{name} round {round_index}: {result['error']}")
+        rounds.append({"round": round_index + 1, "pure images/s": pure["images_per_s"],
+                       "batch images/s": batch["images_per_s"],
+                       "ratio": batch["images_per_s"] / pure["images_per_s"]})
+        print(f"round {round_index + 1}: pure {pure['images_per_s']:.3f} img/s, "
+              f"batch {batch['images_per_s']:.3f} img/s", flush=True)
+    return {"images": args.images, "rounds": rounds,
+            "pure_images_per_s": statistics.median(r["pure images/s"] for r in rounds),
+            "batch_images_per_s": statistics.median(r["batch images/s"] for r in rounds),
+            "ratio": statistics.median(r["ratio"] for r in rounds)}
+
+
+def _memory(args: argparse.Namespace, common: dict[str, Any], work: Path, run_case: Any) -> dict[str, Any]:
+    image_dir = _link_images(args.data / "train", args.memory_images, work / "memory")
+    memory = run_case("bench_batch:case_memory", {**common, "image_dir": str(image_dir), "first": 20,
+                      "out_dir": str(work / "out_memory")}, threads=args.threads, timeout=7200)
+    if "error" in memory:
+        raise SystemExit(f"memory run: {memory['error']}")
+    memory["growth_peak"] = memory["peak_all_bytes"] / memory["peak_first_bytes"] - 1
+    memory["growth_rss"] = memory["rss_all_bytes"] / memory["rss_first_bytes"] - 1
+    return dict(memory)
+
+
+def _print_throughput(args: argparse.Namespace, engine: str, result: dict[str, Any], format_table: Any) -> None:
+    print(f"\nThroughput, {result['images']} CamVid val images (360x480), {args.threads} threads, {args.device}, "
           f"engine {engine}; batch writes labels + overlay PNGs")
-    print(format_table(rounds, ["round", "pure images/s", "batch images/s", "ratio"]))
-    print(f"median: pure {pure_rate:.3f} img/s, batch {batch_rate:.3f} img/s, ratio {ratio:.3f} "
-          f"(bar >= 0.9: {'PASS' if ratio >= 0.9 else 'FAIL'})")
+    print(format_table(result["rounds"], ["round", "pure images/s", "batch images/s", "ratio"]))
+    ratio = result["ratio"]
+    print(f"median: pure {result['pure_images_per_s']:.3f} img/s, batch {result['batch_images_per_s']:.3f} img/s, "
+          f"ratio {ratio:.3f} (bar >= 0.9: {'PASS' if ratio >= 0.9 else 'FAIL'})")
+
+
+def _print_memory(memory: dict[str, Any], format_table: Any) -> None:
     mb = 1e6
-    growth_peak = memory["peak_all_bytes"] / memory["peak_first_bytes"] - 1
-    growth_rss = memory["rss_all_bytes"] / memory["rss_first_bytes"] - 1
     print(f"\nMemory over {memory['images']} CamVid train images ({memory['seconds']:.0f} s)")
     print(format_table([
         {"measure": "per-image peak (VmHWM)", "first 20 MB": memory["peak_first_bytes"] / mb,
-         "all MB": memory["peak_all_bytes"] / mb, "growth %": 100 * growth_peak},
+         "all MB": memory["peak_all_bytes"] / mb, "growth %": 100 * memory["growth_peak"]},
         {"measure": "RSS sampled every 20 ms", "first 20 MB": memory["rss_first_bytes"] / mb,
-         "all MB": memory["rss_all_bytes"] / mb, "growth %": 100 * growth_rss},
+         "all MB": memory["rss_all_bytes"] / mb, "growth %": 100 * memory["growth_rss"]},
     ], ["measure", "first 20 MB", "all MB", "growth %"]))
-    print(f"bar (growth <= 10%): {'PASS' if max(growth_peak, growth_rss) <= 0.10 else 'FAIL'}")
-    payload = {"images": args.images, "threads": args.threads, "device": args.device, "engine": engine,
-               "model": str(args.model) if args.model else "random-init MobileUNetConfig(11, width=0.75)",
-               "rounds": rounds, "pure_images_per_s": pure_rate, "batch_images_per_s": batch_rate,
-               "ratio": ratio, "memory": memory, "memory_growth_peak": growth_peak, "memory_growth_rss": growth_rss}
-    print(f"JSON: {write_json(args.json, payload)}")
-    return 0
+    growth = max(memory["growth_peak"], memory["growth_rss"])
+    print(f"bar (growth <= 10%): {'PASS' if growth <= 0.10 else 'FAIL'}")
 
 
 if __name__ == "__main__":
