@@ -5,11 +5,13 @@ Ray rewrites a literal 127.0.0.1 to the machine's routable address, any other 12
 kept, so node addresses never leave the loopback interface. Nodes run `ray start --block`, so
 each node's processes are children of a process we started; `stop()` SIGTERMs those (Ray drains
 the node and stops its processes) and kills by id whatever is left, never by name (`ray stop`
-would stop every Ray process of this user on the machine).
+would stop every Ray process of this user on the machine). The cluster uses Ray's token
+authentication with a fresh token in its own folder (never ~/.ray): drivers need `driver_env`.
 """
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -55,6 +57,11 @@ class LocalRayCluster:
         self.port = _free_port(HEAD_HOST)
         self.address = f"{HEAD_HOST}:{self.port}"
         self._processes: list[subprocess.Popen[bytes]] = []
+        token = self.temp_dir / "auth_token"
+        token.write_text(secrets.token_hex(32))  # 256 bits, as `ray get-auth-token --generate` makes
+        token.chmod(0o600)
+        # what a driver (ray.init, leanseg batch --ray) needs in its environment to join this cluster
+        self.driver_env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
 
     def __enter__(self) -> LocalRayCluster:
         try:
@@ -91,7 +98,8 @@ class LocalRayCluster:
         ]
         log = open(self.temp_dir / f"node{index}.log", "wb")  # noqa: SIM115 (kept open by the child)
         # no drain on SIGTERM (it waits up to 30 s, for Ray Serve's sake): stop() tears the node down at once
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+        env = {**os.environ, **self.driver_env, "RAY_USAGE_STATS_ENABLED": "0",
+               "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
         self._processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                                 start_new_session=True))
         log.close()

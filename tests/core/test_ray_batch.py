@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -106,7 +107,7 @@ def test_cluster_batch_equals_the_local_batch(
     folder, checkpoint = batch_inputs
     out = tmp_path / "out"
     done = subprocess.run(_command(folder, out, checkpoint, cluster.address), capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env={**os.environ, **cluster.driver_env})
     assert done.returncode == 1, done.stdout + done.stderr  # 1: one input failed, the rest are segmented
     # two actors of one CPU each on two one-CPU nodes: one actor on the head, one on the worker node
     assert "2 node(s), 2 CPU(s), 0 GPU(s); 2 actor(s) x 1 thread(s)" in done.stderr, done.stdout + done.stderr
@@ -154,7 +155,8 @@ def test_cluster_batch_killed_midway_resumes(
     folder, checkpoint = batch_inputs
     out = tmp_path / "out"
     command = _command(folder, out, checkpoint, cluster.address, "--ray-batch-size", "2")
-    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, **cluster.driver_env}
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 240
     while not (out.is_dir() and len(list(out.glob("*_labels.png"))) >= 6):
         assert driver.poll() is None, driver.communicate()
@@ -167,7 +169,7 @@ def test_cluster_batch_killed_midway_resumes(
     assert 0 < len(finished) < IMAGES, "the kill must land mid-run"
     kept = {k: (out / k.replace(".png", "_labels.png")).stat() for k in finished}
 
-    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert resumed.returncode == 1, resumed.stdout + resumed.stderr  # the broken input still fails
     assert f"{len(finished)} finished before" in resumed.stdout, resumed.stdout + resumed.stderr
     assert f"{IMAGES - len(finished)} segmented now" in resumed.stdout, resumed.stdout + resumed.stderr
