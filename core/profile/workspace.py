@@ -85,3 +85,47 @@ def measuring_runner(device: torch.device) -> tuple[StepRunner, Callable[[], Non
             note += f" ({MMAP_THRESHOLD_ENV} unset: the heap may hide or inflate them)"
         return run, close, note
     return run_plainly, lambda: None, "hidden bytes not measured on this device"
+
+
+class StepHighWater:
+    """Brackets consecutive steps from a per-step callback: `mark()` after one step, `rise()` after the next
+    returns the highest memory reached since that mark, above the level at the first mark (VmHWM on the
+    CPU, max allocated on CUDA). Memory a step keeps that no tensor holds shows in every later rise."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._base: int | None = None
+        self._status = _ProcStatus() if device.type == "cpu" else None
+        self._clear_refs = open("/proc/self/clear_refs", "w") if device.type == "cpu" else None  # noqa: SIM115
+
+    def mark(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            level = int(torch.cuda.memory_allocated(self.device))
+        else:
+            assert self._status is not None and self._clear_refs is not None
+            self._clear_refs.write("5")
+            self._clear_refs.flush()
+            level = self._status.read_kb()["VmRSS"] * 1024
+        self._base = level if self._base is None else self._base
+
+    def rise(self) -> int:
+        assert self._base is not None, "mark() first"
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            return int(torch.cuda.max_memory_allocated(self.device)) - self._base
+        assert self._status is not None
+        return self._status.read_kb()["VmHWM"] * 1024 - self._base
+
+    def close(self) -> None:
+        if self._status is not None and self._clear_refs is not None:
+            self._status.close()
+            self._clear_refs.close()
+
+
+def step_high_water(device: torch.device) -> StepHighWater | None:
+    """A StepHighWater for the device, or None where nothing can be measured (meta, no /proc)."""
+    if device.type == "cuda" or (device.type == "cpu" and cpu_runner_available()):
+        return StepHighWater(device)
+    return None

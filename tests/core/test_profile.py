@@ -70,7 +70,8 @@ def test_engine_profile_matches_engine_accounting() -> None:
     plan = compile_plan(model, device="cpu")
     profile = engine_profile(plan, x)
     assert plan.last_stats is not None
-    assert profile.peak_bytes == plan.last_stats.peak_bytes
+    assert profile.peak_bytes >= plan.last_stats.peak_bytes  # plus what was measured beyond the accounting
+    assert all(s.peak_bytes >= r.peak_bytes for s, r in zip(profile.steps, plan.last_stats.steps))
     assert [s.live_bytes for s in profile.steps] == [r.live_bytes for r in plan.last_stats.steps]
     _assert_alive_explains_live(profile)
     assert not any("differ" in note for note in profile.notes)
