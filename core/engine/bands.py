@@ -95,13 +95,14 @@ class BandedInvertedResidual(nn.Module):
         else:  # at an edge: the conv pads rows itself; drop the `skip` output rows before `top`
             skip = top if first < 0 else -(-pad // stride)
             first, padding = (top - skip) * stride, (pad, self._width_padding[1])
-        rows = virtual_rows(inputs, self.parts, first, min(last, height))
+        rows, building_bytes = virtual_rows(inputs, self.parts, first, min(last, height))
         made_bytes = 0 if self.parts == (Part(),) else rows.untyped_storage().nbytes()  # else a view
         expanded = self.expand(rows) if self.expand is not None else rows
         if self.expand is not None:
             made_bytes += expanded.untyped_storage().nbytes()
         band = self.depthwise(expanded, padding=padding)[:, :, skip:skip + bottom - top]
-        return band, made_bytes + band.untyped_storage().nbytes()
+        made_bytes = max(building_bytes, made_bytes + band.untyped_storage().nbytes())
+        return band, made_bytes
 
     def extra_repr(self) -> str:
         return f"hidden={self.hidden_channels}, stride={self._stride}, residual={self.residual}"

@@ -51,15 +51,18 @@ def virtual_size(tensors: tuple[Tensor, ...], parts: tuple[Part, ...]) -> tuple[
     return channels, tensors[0].shape[2] * scale, tensors[0].shape[3] * scale
 
 
-def virtual_rows(tensors: tuple[Tensor, ...], parts: tuple[Part, ...], first: int, last: int) -> Tensor:
-    """Rows [first, last) of the concatenation (1, C, last - first, W), channels_last."""
+def virtual_rows(tensors: tuple[Tensor, ...], parts: tuple[Part, ...], first: int, last: int) -> tuple[Tensor, int]:
+    """Rows [first, last) of the concatenation (1, C, last - first, W), channels_last; and the most
+    bytes its making held at once (0 when it is a view of the one input)."""
     if len(tensors) == 1 and parts[0].scale is None:
-        return tensors[0][:, :, first:last]
+        return tensors[0][:, :, first:last], 0
     pieces = [t[:, :, first:last] if p.scale is None else upsampled_rows(t, first, last, p.scale, p.mode)
               for t, p in zip(tensors, parts)]
+    made = sum(piece.untyped_storage().nbytes() for piece, p in zip(pieces, parts) if p.scale is not None)
     if len(pieces) == 1:
-        return pieces[0]
-    return torch.cat(pieces, dim=1).contiguous(memory_format=CHANNELS_LAST)
+        return pieces[0], made
+    rows = torch.cat(pieces, dim=1).contiguous(memory_format=CHANNELS_LAST)
+    return rows, made + rows.untyped_storage().nbytes()
 
 
 def upsample_part(node: fx.Node) -> Part | None:
