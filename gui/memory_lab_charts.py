@@ -49,7 +49,7 @@ class BarChart(pg.PlotWidget):
                                     brushes=[pg.mkBrush(_bar_colour(n)) for n in names], pen=None)
         self.addItem(self.bars)
         for i, value in enumerate(self.values):
-            label = pg.TextItem(f"{value:.3g}", color=TEXT, anchor=(0.5, 1.0))
+            label = pg.TextItem(f"{value:.0f}" if value >= 100 else f"{value:.3g}", color=TEXT, anchor=(0.5, 1.0))
             label.setPos(i, value)
             self.addItem(label)
             self._labels.append(label)

@@ -106,6 +106,7 @@ def explanation(result: LabResult) -> list[str]:
     lines += _compare("engine fp32", result.engine, result.row("engine fp32"))
     lines += ["", "peak steps:"]
     lines += _peak_lines(result.eager) + _peak_lines(result.engine)
+    lines += [f"  engine: {note}" for note in result.engine.notes if note.startswith("peak ")]
     bounds, engine = result.bounds, result.engine.peak_bytes
     lines += ["", f"lower bound, blocks whole: {format_bytes(bounds.whole_bytes)} (at {bounds.whole_step})",
               f"lower bound, in pieces:    {format_bytes(bounds.pieces_bytes)} (at {bounds.pieces_step})",
