@@ -2,27 +2,15 @@
 from __future__ import annotations
 
 import itertools
-import os
-import sys
 from pathlib import Path
 
-import torch
 from PySide6.QtCore import QObject, QThread, Signal
 
 from leanseg.core.io.images import ImageData
 from leanseg.core.predict import InferenceOptions
 
+from .latency import configure_process
 from .worker import InferenceJob, InferenceWorker
-
-GIL_SWITCH_INTERVAL_S = 0.001  # the GUI thread gets the GIL back within ~1 ms of asking (Python's default: 5 ms)
-
-
-def inference_threads() -> int:
-    """CPU threads for inference: $LEANSEG_THREADS, else all cores but one, which stays with the GUI thread."""
-    configured = os.environ.get("LEANSEG_THREADS", "")
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    return max(1, (os.cpu_count() or 2) - 1)
 
 
 class InferenceController(QObject):
@@ -43,8 +31,7 @@ class InferenceController(QObject):
         self.worker.moveToThread(self.thread)
         self._configure_requested.connect(self.worker.configure)
         self._job_requested.connect(self.worker.run_job)
-        torch.set_num_threads(inference_threads())
-        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+        configure_process()
         self._ids = itertools.count(1)
         self.current: InferenceJob | None = None
         self.thread.start()

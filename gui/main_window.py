@@ -25,6 +25,7 @@ from .banner import ModelBanner
 from .controls import InferenceControls
 from .file_actions import FileActionsMixin
 from .inference import InferenceController
+from .latency import freeze_long_lived_objects
 from .legend import OverlayPanel
 from .memory_panel import MemoryPanel
 from .menus import build_menus
@@ -74,6 +75,7 @@ class MainWindow(FileActionsMixin):
         self._connect()
         window_state.restore(self)
         self._start(model_path)
+        freeze_long_lived_objects()
 
     # -- construction ---------------------------------------------------------------------------------------
     def _build_central(self) -> None:
@@ -212,6 +214,7 @@ class MainWindow(FileActionsMixin):
         self.status_labels["model"].setText(f"{name} · {status.info.config.num_classes} classes")
         self._use_device(status.device)
         self._refresh_actions()
+        freeze_long_lived_objects()  # the model's objects live as long as it is loaded
         self.model_changed.emit(status)
 
     def _on_image_ready(self, job_id: int, image: ImageData) -> None:

@@ -10,7 +10,7 @@ from typing import Protocol
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from leanseg.core.memory import format_bytes
 
@@ -41,7 +41,7 @@ class MemoryPanel(QWidget):
 
     cache_emptied = Signal(int)  # bytes freed
 
-    def __init__(self, monitor: MemoryMonitorLike | None = None, refresh_ms: int = 100) -> None:
+    def __init__(self, monitor: MemoryMonitorLike | None = None, refresh_ms: int = 200) -> None:
         super().__init__()
         self.monitor: MemoryMonitorLike | None = None
         self.plot = pg.PlotWidget(background=VIEW_BACKGROUND)
@@ -49,6 +49,8 @@ class MemoryPanel(QWidget):
         self.plot.setLabel("left", "memory", units="B")
         self.plot.setLabel("bottom", "time", units="s")
         self.plot.showGrid(x=True, y=True, alpha=0.15)
+        for side in ("left", "bottom"):  # axes change only when the range jumps: repaint them from a pixmap
+            self.plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.disableAutoRange()
         self.plot.addLegend(offset=(-10, 5), labelTextColor="#c8ccd4", brush=pg.mkBrush(23, 24, 27, 200))
