@@ -1,15 +1,17 @@
 """Benchmark `leanseg video` end to end: frames/s at 360x480 per engine and precision, flat memory.
 
-    .venv/bin/python scripts/bench_video.py [--model M] [--frames 300] [--threads 2] [--rounds 1]
+    .venv/bin/python scripts/bench_video.py [--model M] [--frames 90] [--memory-frames 300] [--threads 2]
 
 Input: the sample video (assets/samples/camvid_val.mp4, 101 CamVid frames at 360x480) played
-forward and back into a --frames long video in /tmp. Each configuration (eager/lean x fp32/bf16)
-runs `segment_video` (reader thread -> inference -> overlay + mp4 writer thread) in its own
-subprocess (MALLOC_MMAP_THRESHOLD_=65536), after a warm-up, and reports:
+forward and back into longer videos in /tmp. Each configuration (eager/lean x fp32/bf16) runs
+`segment_video` (reader thread -> inference -> overlay + mp4 writer thread) over --frames frames in
+its own subprocess (MALLOC_MMAP_THRESHOLD_=65536), after a warm-up, and reports:
 - end-to-end frames/s: the median over three equal windows of the run, and over the whole run;
-- inference alone: median of 10 `Segmenter.segment` calls on one decoded frame (the ceiling);
+- inference alone: median of 10 `Segmenter.segment` calls on one decoded frame (the ceiling), and
+  the tiler's planning time, which every `segment` call pays;
 - memory: process peak (per-frame VmHWM windows and RSS sampled every 5 ms) after 30 frames and
-  after all of them. Bar: the peak after 300 within 5% of the peak after 30.
+  after all of them. A separate --memory-frames run of --memory-config gives the flat-memory bar:
+  the peak after 300 frames within 5% of the peak after 30.
 Label agreement (bf16 vs fp32 of the same engine, lean vs eager fp32) is measured in another
 subprocess on every 2nd frame of the sample video. Bar: >= 12 frames/s end to end in a mode whose
 labels agree with fp32 on >= 99.5% of pixels. Without --model, the shipped default model if present,
@@ -151,9 +153,14 @@ def case_agreement(probe: Any, model: str, video: str, every: int) -> dict[str, 
 
 def make_long_video(path: Path, frames: int) -> Path:
     """The sample video forward, backward, forward, ... for `frames` frames."""
-    from leanseg.core.io.video import VideoReader
+    from leanseg.core.io.video import VideoReader, VideoReadError, probe_video
     from leanseg.core.io.video_writer import VideoWriter
 
+    try:
+        if probe_video(path).frame_count == frames:
+            return path  # made by an earlier run
+    except VideoReadError:
+        pass
     with VideoReader(SAMPLE) as reader:
         clip = [f.rgb for f in reader]
         fps = reader.info.fps or 15.0
@@ -180,10 +187,28 @@ def default_model() -> str:
     return str(save_checkpoint(path, MobileUNet(config).eval(), default_info(config)))
 
 
+def _run_config(name: str, model: str, frames: int, threads: int) -> dict[str, Any]:
+    from leanseg.core.benchmarks.measure import run_case
+
+    engine, precision = name.split(":")
+    video = make_long_video(Path(tempfile.gettempdir()) / f"leanseg_bench_video_{frames}.mp4", frames)
+    marks = [m for m in (30, frames) if m <= frames]
+    result = run_case("bench_video:case_video", {"model": model, "video": str(video), "engine": engine,
+                                                  "precision": precision, "marks": marks, "warmup": 5},
+                      threads=threads, timeout=7200)
+    print(f"  {name}, {frames} frames: {result.get('fps_median', result.get('error'))} frames/s "
+          f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    return result
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="checkpoint (default: shipped model, else random init)")
-    parser.add_argument("--frames", type=int, default=300, help="frames per run (default 300)")
+    parser.add_argument("--frames", type=int, default=90, help="frames per speed run (default 90)")
+    parser.add_argument("--memory-frames", type=int, default=300, help="frames of the memory run (0: none)")
+    parser.add_argument("--memory-config", default="lean:fp32", help="configuration of the memory run")
+    parser.add_argument("--memory-threads", type=int, default=None,
+                        help="threads of the memory run (default --threads)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"default {','.join(CONFIGS)}")
     parser.add_argument("--rounds", type=int, default=1, help="repeat all configurations, alternating (default 1)")
@@ -198,18 +223,14 @@ def main() -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent),
                                                              os.environ.get("PYTHONPATH")]))
     model = args.model or default_model()
-    video = make_long_video(Path(tempfile.gettempdir()) / f"leanseg_bench_video_{args.frames}.mp4", args.frames)
-    marks = [m for m in (30, args.frames) if m <= args.frames]
-    print(f"model {model}; {video}: {args.frames} frames 480x360; {args.threads} threads; load {os.getloadavg()}")
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.configs.split(",")}
+    print(f"model {model}; {args.threads} threads; load {os.getloadavg()}")
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.configs.split(",") if name and name != "none"}
     for _ in range(args.rounds):
         for name in runs:
-            engine, precision = name.split(":")
-            result = run_case("bench_video:case_video", {"model": model, "video": str(video), "engine": engine,
-                                                          "precision": precision, "marks": marks, "warmup": 5},
-                              threads=args.threads, timeout=3600)
-            runs[name].append(result)
-            print(f"  {name}: {result.get('fps_median', result.get('error'))}", flush=True)
+            runs[name].append(_run_config(name, model, args.frames, args.threads))
+    memory_threads = args.memory_threads or args.threads
+    memory_run = _run_config(args.memory_config, model, args.memory_frames, memory_threads) \
+        if args.memory_frames else None
     rows = []
     for name, results in runs.items():
         good = [r for r in results if "error" not in r]
@@ -230,6 +251,14 @@ def main() -> int:
         })
     print(format_table(rows, ["config", "engine used", "frames", "e2e fps (median)", "e2e fps (whole run)",
                               "infer ms/frame", "infer-only fps", "planning ms", "peak @30", "peak @end", "growth %"]))
+    if memory_run is not None and "error" not in memory_run:
+        peaks = memory_run["peaks_at"]
+        first, last = peaks["30"], peaks[str(memory_run["frames"])]
+        print(f"flat memory, {args.memory_config}, {memory_threads} thread(s): peak after 30 frames "
+              f"{format_bytes(first)}, after {memory_run['frames']} {format_bytes(last)} "
+              f"({100 * (last - first) / first:+.2f}%; bar: within 5%), {memory_run['fps_overall']:.2f} frames/s")
+    elif memory_run is not None:
+        print(f"memory run: {memory_run['error']}")
     agreement = None
     if not args.no_agreement:
         agreement = run_case("bench_video:case_agreement", {"model": model, "video": str(SAMPLE),
@@ -243,6 +272,8 @@ def main() -> int:
                 print(f"  {pair}: {100 * share:.3f}% (worst {100 * agreement['worst_frame'][pair]:.3f}%)")
     path = write_json(args.json, {"model": model, "frames": args.frames, "threads": args.threads,
                                   "load_average": os.getloadavg(), "rows": rows, "runs": runs,
+                                  "memory_config": args.memory_config, "memory_threads": memory_threads,
+                                  "memory_run": memory_run,
                                   "agreement": agreement})
     print(f"wrote {path}")
     return 0
