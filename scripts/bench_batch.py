@@ -5,8 +5,10 @@
 1. Throughput: the same N CamVid images (default 100, 360x480) segmented (a) by `Segmenter.segment`
    alone, from images decoded beforehand (the engine's pure inference rate), and (b) by `run_batch`
    (read on the reader thread, labels + overlay PNGs written on the writer thread, manifest and
-   summary.csv kept). Each in its own subprocess, alternating, median of --repeats rounds after
-   warm-up. Bar: batch images/s >= 0.9x pure.
+   summary.csv kept). Each in its own subprocess, alternating (order swapped every round), median of
+   --repeats rounds after warm-up. Bar: batch images/s >= 0.9x pure. CPU seconds per image (all
+   threads) are reported too: on a shared machine wall time follows the neighbours' load, while the
+   CPU-time ratio shows the batch's extra work directly.
 2. Memory: one `run_batch` over 300 images; peak per image (VmHWM since the image started, so the
    reader and writer threads count too) and RSS sampled every 20 ms. Bar: the peak over all 300
    stays within 10% of the peak over the first 20.
@@ -188,10 +190,12 @@ def _throughput(args: argparse.Namespace, common: dict[str, Any], work: Path, ru
     image_dir = _link_images(args.data / "val", args.images, work / "throughput")
     rounds: list[dict[str, Any]] = []
     for round_index in range(args.repeats):
-        pure = run_case("bench_batch:case_pure", {**common, "image_dir": str(image_dir), "warmup": 3},
-                        threads=args.threads, timeout=7200)
-        batch = run_case("bench_batch:case_batch", {**common, "image_dir": str(image_dir), "warmup": 3,
-                         "out_dir": str(work / f"out_{round_index}")}, threads=args.threads, timeout=7200)
+        cases = {"pure": ("bench_batch:case_pure", {**common, "image_dir": str(image_dir), "warmup": 3}),
+                 "batch": ("bench_batch:case_batch", {**common, "image_dir": str(image_dir), "warmup": 3,
+                                                      "out_dir": str(work / f"out_{round_index}")})}
+        order = ["pure", "batch"] if round_index % 2 == 0 else ["batch", "pure"]  # no bias from load drift
+        results = {name: run_case(*cases[name], threads=args.threads, timeout=7200) for name in order}
+        pure, batch = results["pure"], results["batch"]
         for name, result in (("pure", pure), ("batch", batch)):
             if "error" in result:
                 raise SystemExit(f"{name} round {round_index}: {result['error']}")
