@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         bar.update()
     bar.close()
     ious = iou_per_class(matrix)
-    width = max(len(n) for n in info.class_names)
+    width = max(len("pixel accuracy"), *(len(n) for n in info.class_names))
     print(f"| {'class'.ljust(width)} | IoU    |\n| {'-' * width} | ------ |")
     for name, iou in zip(info.class_names, ious):
         print(f"| {name.ljust(width)} | {iou:.4f} |")
