@@ -105,8 +105,8 @@ def test_choose_tiling_from_the_budget() -> None:
     assert tile_bytes(tight.tile_px + 640, tight.tile_px + 640) <= 100 * 1200 * 1200
     fast = choose_tiling(4096, 3000, mode="fast", budget_bytes=100 * 1200 * 1200, tile_bytes=tile_bytes,
                          stride=32, exact_halo_px=320)
-    assert fast.mode == "fast" and fast.halo_px == 64 and fast.tile_px > tight.tile_px
-    assert "tiling fast" in fast.describe() and "halo 64 px" in fast.describe()
+    assert fast.mode == "fast" and fast.halo_px == 192 and fast.tile_px > tight.tile_px
+    assert "tiling fast" in fast.describe() and "halo 192 px" in fast.describe()
 
 
 def test_eager_estimate_grows_with_pixels(small_unet: torch.nn.Module) -> None:
