@@ -79,6 +79,7 @@ class Plan:
         self._steps = _steps_of(graph_module) if graph_module is not None else []
         self._head = next((s.module for s in self._steps if isinstance(s.module, LabelsHead)), None)
         self._meta_plan: Plan | None = None
+        self._peak_estimates: dict[tuple[tuple[int, ...], str], int] = {}  # (shape, output) -> bytes
 
     def run(self, x: Tensor, *, output: str = "labels", on_step: StepCallback | None = None) -> Tensor:
         """(1, C, H, W) -> labels (1, H, W) uint8, or logits (1, K, H, W) float32."""
@@ -103,13 +104,17 @@ class Plan:
         """
         if self.graph_module is None:
             return 0
+        key = (tuple(int(d) for d in input_shape), output)
+        if key in self._peak_estimates:  # jobs ask once per image or frame: same shapes, same answer
+            return self._peak_estimates[key]
         if self._meta_plan is None:
             meta_module = copy.deepcopy(self.graph_module).to("meta")
             self._meta_plan = Plan(meta_module, None, device=torch.device("meta"), dtype=self.dtype,
                                    notes=[], fallbacks=[])
         self._meta_plan.run(torch.empty(tuple(input_shape), device="meta"), output=output)
         assert self._meta_plan.last_stats is not None
-        return self._meta_plan.last_stats.peak_bytes
+        self._peak_estimates[key] = self._meta_plan.last_stats.peak_bytes
+        return self._peak_estimates[key]
 
     def describe(self) -> str:
         """One line per note and fallback, for logs and the CLI."""
