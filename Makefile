@@ -29,7 +29,8 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 test: lint
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q tests/core
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q tests/gui
 
 clean:
 	rm -rf $(VENV) build *.egg-info
