@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..events import EventSink, JobEvent, ignore_event
-from ..jobs.batch import BatchSummary, model_fingerprint
+from ..jobs.batch import BatchSummary, finish_summary, model_fingerprint
 from ..jobs.batch_plan import BatchSettings, plan_batch, remove_stale_temp_files
 from ..jobs.manifest import ImageRecord, Manifest
 from ..model.checkpoint import LoadedModel, save_checkpoint
@@ -99,7 +99,7 @@ def run_batch_on_ray(
 
     if todo == 0 or stopping():
         summary.cancelled = todo > 0
-        return _finish(summary, todo, start, on_event)
+        return finish_summary(summary, todo, start, on_event)
     started_ray = _connect(ray, ray_options.address)
     try:
         pool = _pool_size(ray, ray_options, options)
@@ -144,7 +144,7 @@ def run_batch_on_ray(
     finally:
         if started_ray:
             ray.shutdown()  # ends this job: any actor still running is stopped
-    return _finish(summary, todo, start, on_event)
+    return finish_summary(summary, todo, start, on_event)
 
 
 @dataclass(frozen=True)
@@ -249,12 +249,3 @@ def _report(record: ImageRecord, done: int, todo: int, settings: BatchSettings, 
         on_event(JobEvent("error", record.error, index=done - 1, count=todo, path=source, data=data))
 
 
-def _finish(summary: BatchSummary, todo: int, start: float, on_event: EventSink) -> BatchSummary:
-    summary.seconds = time.perf_counter() - start
-    if summary.cancelled:
-        on_event(JobEvent("cancelled", f"stopped with {summary.remaining} image(s) left; run again to resume",
-                          index=len(summary.records), count=todo))
-    on_event(JobEvent("done", f"{len(summary.ok)} segmented, {len(summary.failed)} failed, "
-                      f"{summary.finished_before} finished before, {summary.remaining} left",
-                      count=todo, data={"seconds": summary.seconds}))
-    return summary

@@ -155,6 +155,11 @@ def run_batch(
     finally:
         manifest.close()
     summary.cancelled = summary.cancelled or (stopping() and summary.remaining > 0)
+    return finish_summary(summary, todo, start, on_event)
+
+
+def finish_summary(summary: BatchSummary, todo: int, start: float, on_event: EventSink) -> BatchSummary:
+    """Stamp the run time and report the end ('cancelled' if stopped early, then 'done')."""
     summary.seconds = time.perf_counter() - start
     if summary.cancelled:
         on_event(JobEvent("cancelled", f"stopped with {summary.remaining} image(s) left; run again to resume",
