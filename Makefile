@@ -30,7 +30,9 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q tests/core
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q tests/gui
+	@# one process per GUI test file: a batch-dialog test followed by a model-load error in the same
+	@# process segfaults inside Qt (open bug, see the note); each file alone passes
+	for f in tests/gui/test_*.py; do QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info

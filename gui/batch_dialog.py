@@ -178,7 +178,7 @@ class BatchDialog(QDialog):
         options = replace(self.options, want_probs=settings.write_probs)
         if self._thread is None:
             self._thread = BatchThread(self)
-            self._thread.runner.event.connect(self._on_event)
+            self._thread.runner.job_event.connect(self._on_event)
             self._thread.runner.finished.connect(self._on_finished)
             self._thread.runner.failed.connect(self._on_failed)
         self.table.setRowCount(0)

@@ -29,7 +29,7 @@ class BatchRequest:
 class BatchRunner(QObject):
     """Lives on its own thread; `run` blocks that thread for the whole batch."""
 
-    event = Signal(object)  # JobEvent, from the batch's threads (queued to the GUI)
+    job_event = Signal(object)  # JobEvent, from the batch's threads (queued to the GUI)
     finished = Signal(object)  # BatchSummary (cancelled or not)
     failed = Signal(str)  # the batch could not start or stopped on an error, with the reason
 
@@ -42,7 +42,7 @@ class BatchRunner(QObject):
     def run(self, request: BatchRequest) -> None:
         try:
             segmenter = self._segmenter_for(request.model_path, request.options)
-            summary = run_batch(request.settings, segmenter, cancel=request.cancel, on_event=self.event.emit)
+            summary = run_batch(request.settings, segmenter, cancel=request.cancel, on_event=self.job_event.emit)
         except (CheckpointError, ManifestError, ValueError, OSError) as err:
             self.failed.emit(str(err))
             return

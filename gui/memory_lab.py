@@ -60,7 +60,7 @@ class MemoryLabWindow(QWidget):
             spec, model_text = default_spec()
         self.spec, self.result = spec, LabResult(spec.describe(), 1024, "cpu")
         self.runner = LabRunner()
-        self.runner.event.connect(self._on_event)
+        self.runner.job_event.connect(self._on_event)
         self.runner.finished.connect(self._on_finished)
         self.runner.failed.connect(self._on_failed)
         self.runner.cancelled.connect(self._on_cancelled)

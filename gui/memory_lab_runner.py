@@ -12,7 +12,7 @@ from leanseg.core.profile import LabRequest, run_lab
 class LabRunner(QObject):
     """Runs `run_lab` on a Python thread; its events come back as queued signals on the GUI thread."""
 
-    event = Signal(object)  # JobEvent
+    job_event = Signal(object)  # JobEvent (named so it does not hide QObject.event)
     finished = Signal(object)  # LabResult
     failed = Signal(str)
     cancelled = Signal()
@@ -42,7 +42,7 @@ class LabRunner(QObject):
 
     def _run(self, request: LabRequest, cancel: threading.Event) -> None:
         try:
-            result = run_lab(request, cancel=cancel, on_event=self.event.emit)
+            result = run_lab(request, cancel=cancel, on_event=self.job_event.emit)
         except JobCancelled:
             self.cancelled.emit()
         except Exception as err:  # reported in the window, never raised on a worker thread

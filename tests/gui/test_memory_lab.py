@@ -60,7 +60,7 @@ def test_lab_runs_and_draws_one_bar_per_configuration(qtbot: QtBot, gui_tiny_che
 def test_cancel_stops_the_lab_and_its_subprocess(qtbot: QtBot, gui_tiny_checkpoint: Path) -> None:
     lab = _lab(qtbot, gui_tiny_checkpoint, CONFIGURATION_NAMES)
     lab.size.setValue(2048)
-    with qtbot.waitSignal(lab.runner.event, timeout=30_000):
+    with qtbot.waitSignal(lab.runner.job_event, timeout=30_000):
         lab.run_lab()
     qtbot.waitUntil(lambda: len(psutil.Process().children()) == 1, timeout=30_000)
     with qtbot.waitSignal(lab.cancelled, timeout=30_000):
