@@ -91,7 +91,8 @@ def test_a_bad_image_gives_a_message_and_the_app_goes_on(qtbot, make_window, gui
         window.open_image(small_image)
 
 
-@pytest.mark.skip(reason="OPEN BUG: segfaults inside Qt on a clean CI machine (loading a bad model, then segmenting); kept visible here until the crash is found")
+@pytest.mark.skip(reason="OPEN BUG: segfaults inside Qt on a clean CI machine "
+                         "(a bad model, then segmenting); kept until the crash is found")
 def test_a_bad_model_file_is_refused_and_the_old_model_stays(qtbot, make_window, gui_tiny_checkpoint, tmp_path,
                                                              small_image):
     window = make_window(gui_tiny_checkpoint)
