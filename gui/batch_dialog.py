@@ -176,18 +176,24 @@ class BatchDialog(QDialog):
             self._show_failure(str(err))
             return
         options = replace(self.options, want_probs=settings.write_probs)
-        if self._thread is None:
-            self._thread = BatchThread(self)
-            self._thread.runner.job_event.connect(self._on_event)
-            self._thread.runner.finished.connect(self._on_finished)
-            self._thread.runner.failed.connect(self._on_failed)
+        thread = self.batch_thread
         self.table.setRowCount(0)
         self._rows.clear()
         self.summary = None
         self.running = True
         self.status.setText(f"Starting: loading {model.name}…")
         self._refresh()
-        self._thread.start(BatchRequest(settings, model, options))
+        thread.start(BatchRequest(settings, model, options))
+
+    @property
+    def batch_thread(self) -> BatchThread:
+        """The thread the batch runs on, started on first use (its runner's signals come from that thread)."""
+        if self._thread is None:
+            self._thread = BatchThread(self)
+            self._thread.runner.job_event.connect(self._on_event)
+            self._thread.runner.finished.connect(self._on_finished)
+            self._thread.runner.failed.connect(self._on_failed)
+        return self._thread
 
     def cancel(self) -> None:
         """Stop at the next tile or image; what finished is kept, Resume goes on from there."""

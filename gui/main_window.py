@@ -110,7 +110,7 @@ class MainWindow(FileActionsMixin):
     def _connect(self) -> None:
         worker = self.controller.worker
         worker.model_ready.connect(self._on_model_ready)
-        worker.model_failed.connect(lambda message: self.show_error("Model", message))
+        worker.model_failed.connect(self._on_model_failed)  # a method, not a lambda: queued to the GUI thread
         worker.image_ready.connect(self._on_image_ready)
         worker.job_event.connect(self._on_job_event)
         worker.job_finished.connect(self._on_job_finished)
@@ -239,6 +239,9 @@ class MainWindow(FileActionsMixin):
                 self.show_error("Open result", f"the labels do not match the {image.width}x{image.height} image")
                 return
             self._on_job_finished(job_id, Segmentation(given[1], 0.0, 0, self.model_status.device))
+
+    def _on_model_failed(self, message: str) -> None:
+        self.show_error("Model", message)
 
     def _on_job_event(self, job_id: int, event: JobEvent) -> None:
         if self.monitor is not None:

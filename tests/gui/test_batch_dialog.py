@@ -1,6 +1,7 @@
 """The batch dialog offscreen: run, results table, Cancel then Resume, open a result, open the output folder."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import cv2
@@ -68,21 +69,31 @@ def test_a_batch_runs_fills_the_table_and_reports_bad_files(qtbot, gui_tiny_chec
 def test_cancel_then_resume_finishes_without_redoing(qtbot, gui_tiny_checkpoint, image_folder) -> None:
     dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
     progress_texts = []
+    cancel_clicked = threading.Event()
 
-    def cancel_after_first(event) -> None:  # type: ignore[no-untyped-def]
-        if event.kind == "image":
-            dialog.cancel()
+    def hold_second_image(event) -> None:  # type: ignore[no-untyped-def]
+        # On the batch thread (direct connection): the second image waits until the user has pressed
+        # Cancel, however fast a 4-image batch of tiny images runs.
+        if event.kind == "info" and event.index == 1:
+            cancel_clicked.wait(timeout=JOB_TIMEOUT_MS / 1000)
+
+    def press_cancel_on_second_image(event) -> None:  # type: ignore[no-untyped-def]
         if event.kind == "info":
             progress_texts.append(dialog.status.text())
+            if event.index == 1:
+                qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
+                cancel_clicked.set()
 
-    dialog.job_event.connect(cancel_after_first)
+    dialog.batch_thread.runner.job_event.connect(hold_second_image, Qt.ConnectionType.DirectConnection)
+    dialog.job_event.connect(press_cancel_on_second_image)
     with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as blocker:
         dialog.start()
     first = blocker.args[0]
     assert first.cancelled and 1 <= len(first.records) < 4
     assert "press Resume" in dialog.status.text() and dialog.start_button.text() == "Resume"
     assert progress_texts and " of 4 · p" in progress_texts[0] and "ETA" in progress_texts[0]
-    dialog.job_event.disconnect(cancel_after_first)
+    dialog.batch_thread.runner.job_event.disconnect(hold_second_image)
+    dialog.job_event.disconnect(press_cancel_on_second_image)
 
     with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as blocker:
         qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)

@@ -1,6 +1,7 @@
 """The main window end to end: open -> segment on the worker -> overlay; cancel; errors; drag and drop."""
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,19 +46,26 @@ def test_cancel_takes_effect_within_one_tile_and_leaves_no_overlay(qtbot, make_w
     window.controls.set_options(tiled)
     with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
         window.controller.configure(None, tiled)
-    tiles: list[int] = []
-    window.controller.worker.job_event.connect(
-        lambda job_id, event: tiles.append(event.index) if event.kind == "tile" else None)
-    with qtbot.waitSignal(window.controller.worker.job_event, timeout=JOB_TIMEOUT_MS,
-                          check_params_cb=lambda job_id, event: event.kind == "tile"):
-        window.open_image(write_image(tmp_path / "big.png", 512, 512))
+    tiles: list[int] = []  # appended on the worker thread, as the tiles run
+    cancel_pressed = threading.Event()
+
+    def hold_at_second_tile(job_id: int, event) -> None:  # type: ignore[no-untyped-def]
+        # Direct connection: the worker waits here until Cancel was pressed, so the count below is exact.
+        if event.kind == "tile":
+            tiles.append(event.index)
+            if len(tiles) == 2:
+                cancel_pressed.wait(timeout=JOB_TIMEOUT_MS / 1000)
+
+    window.controller.worker.job_event.connect(hold_at_second_tile, Qt.ConnectionType.DirectConnection)
+    window.open_image(write_image(tmp_path / "big.png", 512, 512))
+    qtbot.waitUntil(lambda: window.controls.progress.format().startswith("tile 2 of "), timeout=JOB_TIMEOUT_MS)
     assert window.controls.cancel.isEnabled()
-    qtbot.waitUntil(lambda: window.controls.progress.format().startswith("tile "))  # "tile 1 of 36"
     tiles_at_cancel = len(tiles)
     with qtbot.waitSignal(window.job_ended, timeout=JOB_TIMEOUT_MS) as blocker:
         window.cancel_job()
+        cancel_pressed.set()
     assert blocker.args == ["cancelled"]
-    assert len(tiles) <= tiles_at_cancel + 1  # the tile running when Cancel came in, no more
+    assert tiles_at_cancel == 2 and len(tiles) <= tiles_at_cancel + 1  # the tile running at Cancel, no more
     assert window.result is None and window.viewer.labels is None
     assert not window.controls.cancel.isEnabled()
 
@@ -91,8 +99,6 @@ def test_a_bad_image_gives_a_message_and_the_app_goes_on(qtbot, make_window, gui
         window.open_image(small_image)
 
 
-@pytest.mark.skip(reason="OPEN BUG: segfaults inside Qt on a clean CI machine "
-                         "(a bad model, then segmenting); kept until the crash is found")
 def test_a_bad_model_file_is_refused_and_the_old_model_stays(qtbot, make_window, gui_tiny_checkpoint, tmp_path,
                                                              small_image):
     window = make_window(gui_tiny_checkpoint)

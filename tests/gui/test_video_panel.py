@@ -1,6 +1,7 @@
 """The video panel offscreen: open the sample video, play with a live overlay, seek, export with cancel."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -59,10 +60,20 @@ def test_play_seek_and_cancelled_export_of_the_sample(qtbot, panel: VideoPanel, 
 
     out = tmp_path / "export.mp4"
 
+    cancel_clicked = threading.Event()
+
+    def hold_after_three(event) -> None:  # type: ignore[no-untyped-def]
+        # On the export thread (direct connection): wait for the Cancel click, so a fast export
+        # cannot finish before the queued event reaches the panel.
+        if event.kind == "frame" and event.index == 2:
+            cancel_clicked.wait(timeout=VIDEO_TIMEOUT_MS / 1000)
+
     def cancel_after_three(event) -> None:  # type: ignore[no-untyped-def]
         if event.kind == "frame" and event.index == 2:
             qtbot.mouseClick(panel.cancel_button, Qt.MouseButton.LeftButton)
+            cancel_clicked.set()
 
+    panel.export.job_event.connect(hold_after_three, Qt.ConnectionType.DirectConnection)
     panel.job_event.connect(cancel_after_three)
     with qtbot.waitSignal(panel.export_finished, timeout=VIDEO_TIMEOUT_MS) as done:
         assert panel.export_to(out)
