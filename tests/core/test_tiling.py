@@ -14,12 +14,11 @@ from leanseg.core.engine.tiling import ArraySink, array_source, eager_runner, ru
 from leanseg.core.events import JobCancelled, JobEvent
 from leanseg.core.io.images import ImageData
 from leanseg.core.jobs import segment_files
-from leanseg.core.model import PlainUNet, PlainUNetConfig
-from leanseg.core.model.checkpoint import default_info, load_checkpoint, save_checkpoint
-from leanseg.core.predict import InferenceOptions, Segmenter
 
+from .tiling_samples import cpu_segmenter
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 CPU = torch.device("cpu")
-SMALL_UNET = PlainUNetConfig(num_classes=4, in_channels=3, base_channels=4, depth=2)  # halo 28 px, stride 4
 
 
 def normalise(pixels: np.ndarray) -> np.ndarray:
@@ -38,21 +37,6 @@ def tiled(model: torch.nn.Module, pixels: np.ndarray, plan: TilingPlan) -> tuple
     run_tiles(plan, array_source(pixels, normalise), ArraySink(labels, logits=logits), eager_runner(model, CPU),
               device=CPU)
     return labels, logits
-
-
-@pytest.fixture(autouse=True)
-def one_thread():  # type: ignore[no-untyped-def]
-    """Tiny convolutions on a shared, busy machine run far faster without thread hand-offs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def small_unet() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return PlainUNet(SMALL_UNET).eval()
 
 
 @pytest.fixture
@@ -118,24 +102,14 @@ def test_eager_estimate_grows_with_pixels(small_unet: torch.nn.Module) -> None:
 
 # --- through the Segmenter, the job and the events ------------------------------------------
 
-@pytest.fixture
-def unet_checkpoint(tmp_path: Path) -> Path:
-    torch.manual_seed(0)
-    return save_checkpoint(tmp_path / "unet.safetensors", PlainUNet(SMALL_UNET).eval(), default_info(SMALL_UNET))
-
-
-def segmenter(checkpoint: Path, **options: object) -> Segmenter:
-    options.setdefault("engine", "eager")
-    return Segmenter(load_checkpoint(checkpoint), InferenceOptions(device="cpu", **options))  # type: ignore[arg-type]
-
-
 @pytest.mark.parametrize("engine", ["eager", "lean"])
 def test_segmenter_tiles_under_a_small_budget_and_reports_each_tile(unet_checkpoint: Path, pixels: np.ndarray,
                                                                      engine: str) -> None:
     image = ImageData(pixels)
-    reference = segmenter(unet_checkpoint, tiling="off", engine="eager").segment(image).labels
+    reference = cpu_segmenter(unet_checkpoint, tiling="off", engine="eager").segment(image).labels
     events: list[JobEvent] = []
-    result = segmenter(unet_checkpoint, memory_budget=1_000_000, engine=engine).segment(image, on_event=events.append)
+    tiled_segmenter = cpu_segmenter(unet_checkpoint, memory_budget=1_000_000, engine=engine)
+    result = tiled_segmenter.segment(image, on_event=events.append)
     plans = [e for e in events if e.kind == "plan"]
     tiles = [e for e in events if e.kind == "tile"]
     assert len(plans) == 1 and plans[0].data["mode"] == "exact" and plans[0].data["halo_px"] == 28
@@ -160,7 +134,7 @@ def test_cancel_between_tiles_writes_nothing(unet_checkpoint: Path, tmp_path: Pa
             cancel.set()
 
     out = tmp_path / "out"
-    summary = segment_files([source], out, segmenter(unet_checkpoint, memory_budget=1_000_000),
+    summary = segment_files([source], out, cpu_segmenter(unet_checkpoint, memory_budget=1_000_000),
                             cancel=cancel, on_event=on_event)
     assert summary.cancelled
     assert [e.index for e in seen if e.kind == "tile"] == [0, 1]
@@ -171,4 +145,4 @@ def test_cancel_set_before_the_first_tile(unet_checkpoint: Path, pixels: np.ndar
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(JobCancelled):
-        segmenter(unet_checkpoint, tiling="exact").segment(ImageData(pixels), cancel=cancel)
+        cpu_segmenter(unet_checkpoint, tiling="exact").segment(ImageData(pixels), cancel=cancel)

@@ -7,32 +7,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tifffile
-import torch
 
 from leanseg.core.cli import main
 from leanseg.core.events import JobCancelled, JobEvent
 from leanseg.core.io.images import ImageReadError, read_image
 from leanseg.core.io.large import create_label_tiff, mappable_tiff, open_large_tiff
 from leanseg.core.jobs import segment_large, segment_large_tiff
-from leanseg.core.model import PlainUNet, PlainUNetConfig
-from leanseg.core.model.checkpoint import default_info, load_checkpoint, save_checkpoint
-from leanseg.core.predict import InferenceOptions, Segmenter
 
-SMALL_UNET = PlainUNetConfig(num_classes=4, in_channels=3, base_channels=4, depth=2)
+from .tiling_samples import cpu_segmenter
 
-
-@pytest.fixture(autouse=True)
-def one_thread():  # type: ignore[no-untyped-def]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def checkpoint(tmp_path: Path) -> Path:
-    torch.manual_seed(0)
-    return save_checkpoint(tmp_path / "unet.safetensors", PlainUNet(SMALL_UNET).eval(), default_info(SMALL_UNET))
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture
@@ -41,10 +25,6 @@ def big_tiff(tmp_path: Path) -> Path:
     path = tmp_path / "scan.tif"
     tifffile.imwrite(path, pixels, photometric="rgb")
     return path
-
-
-def segmenter(checkpoint: Path, **options: object) -> Segmenter:
-    return Segmenter(load_checkpoint(checkpoint), InferenceOptions(device="cpu", engine="eager", **options))  # type: ignore[arg-type]
 
 
 def test_mappable_tiffs_are_recognised(tmp_path: Path, big_tiff: Path) -> None:
@@ -71,11 +51,12 @@ def test_label_tiff_written_through_the_map(tmp_path: Path) -> None:
     assert (stored[32:52, 16:46] == 7).all() and stored.sum() == 7 * 600
 
 
-def test_large_tiff_segmented_tile_by_tile_equals_in_memory(checkpoint: Path, big_tiff: Path, tmp_path: Path) -> None:
-    reference = segmenter(checkpoint, tiling="off").segment(read_image(big_tiff)).labels
+def test_large_tiff_segmented_tile_by_tile_equals_in_memory(unet_checkpoint: Path, big_tiff: Path,
+                                                            tmp_path: Path) -> None:
+    reference = cpu_segmenter(unet_checkpoint, tiling="off").segment(read_image(big_tiff)).labels
     events: list[JobEvent] = []
     out = tmp_path / "out" / "scan_labels.tif"
-    result = segment_large_tiff(big_tiff, out, segmenter(checkpoint, memory_budget=1_000_000),
+    result = segment_large_tiff(big_tiff, out, cpu_segmenter(unet_checkpoint, memory_budget=1_000_000),
                                 on_event=events.append)
     assert result.labels_path == out and (result.height, result.width) == (110, 150)
     assert np.array_equal(tifffile.imread(out), reference)
@@ -84,7 +65,7 @@ def test_large_tiff_segmented_tile_by_tile_equals_in_memory(checkpoint: Path, bi
     assert sorted(p.name for p in out.parent.iterdir()) == ["scan_labels.tif"]
 
 
-def test_cancel_leaves_no_output(checkpoint: Path, big_tiff: Path, tmp_path: Path) -> None:
+def test_cancel_leaves_no_output(unet_checkpoint: Path, big_tiff: Path, tmp_path: Path) -> None:
     cancel = threading.Event()
 
     def on_event(event: JobEvent) -> None:
@@ -93,19 +74,19 @@ def test_cancel_leaves_no_output(checkpoint: Path, big_tiff: Path, tmp_path: Pat
 
     out_dir = tmp_path / "out"
     with pytest.raises(JobCancelled):
-        segment_large_tiff(big_tiff, out_dir / "scan_labels.tif", segmenter(checkpoint, memory_budget=1_000_000),
-                           cancel=cancel, on_event=on_event)
+        segment_large_tiff(big_tiff, out_dir / "scan_labels.tif",
+                           cpu_segmenter(unet_checkpoint, memory_budget=1_000_000), cancel=cancel, on_event=on_event)
     assert list(out_dir.iterdir()) == []
 
 
-def test_cli_segment_maps_a_large_tiff(checkpoint: Path, big_tiff: Path, tmp_path: Path,
+def test_cli_segment_maps_a_large_tiff(unet_checkpoint: Path, big_tiff: Path, tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(segment_large, "MEMMAP_MIN_PIXELS", 100 * 100)  # this small TIFF counts as large
     out = tmp_path / "out"
-    code = main(["segment", str(big_tiff), "--out", str(out), "--model", str(checkpoint), "--device", "cpu",
+    code = main(["segment", str(big_tiff), "--out", str(out), "--model", str(unet_checkpoint), "--device", "cpu",
                  "--engine", "eager", "--memory-budget", "1MB"])
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "tiling exact" in printed and "halo 28 px" in printed
     labels = tifffile.imread(out / "scan_labels.tif")
-    assert np.array_equal(labels, segmenter(checkpoint, tiling="off").segment(read_image(big_tiff)).labels)
+    assert np.array_equal(labels, cpu_segmenter(unet_checkpoint, tiling="off").segment(read_image(big_tiff)).labels)

@@ -13,25 +13,10 @@ from leanseg.core.engine.tiling import ArraySink, array_source, eager_runner, ru
 from leanseg.core.events import JobEvent
 from leanseg.core.io.images import ImageData
 from leanseg.core.jobs import segment_files
-from leanseg.core.model import PlainUNet, PlainUNetConfig
-from leanseg.core.model.checkpoint import default_info, load_checkpoint, save_checkpoint
-from leanseg.core.predict import InferenceOptions, Segmenter
 
-SMALL_UNET = PlainUNetConfig(num_classes=4, in_channels=3, base_channels=4, depth=2)  # halo 28 px, stride 4
+from .tiling_samples import cpu_segmenter
 
-
-@pytest.fixture(autouse=True)
-def one_thread():  # type: ignore[no-untyped-def]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def checkpoint(tmp_path: Path) -> Path:
-    torch.manual_seed(0)
-    return save_checkpoint(tmp_path / "unet.safetensors", PlainUNet(SMALL_UNET).eval(), default_info(SMALL_UNET))
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture
@@ -39,20 +24,13 @@ def image() -> ImageData:
     return ImageData(np.random.default_rng(3).integers(0, 256, (90, 134, 3), dtype=np.uint8))
 
 
-def segmenter(checkpoint: Path, injection: FaultInjection | None = None, **options: object) -> Segmenter:
-    options.setdefault("engine", "eager")
-    result = Segmenter(load_checkpoint(checkpoint), InferenceOptions(device="cpu", **options))  # type: ignore[arg-type]
-    result.fault_injection = injection
-    return result
-
-
 @pytest.mark.parametrize("error, engine", [(MemoryError, "eager"), (torch.cuda.OutOfMemoryError, "lean")])
-def test_whole_image_oom_retries_with_halved_tiles_and_stays_exact(checkpoint: Path, image: ImageData,
-                                                                     error: type[BaseException], engine: str) -> None:
-    reference = segmenter(checkpoint, tiling="off").segment(image).labels
+def test_whole_image_oom_retries_with_halved_tiles_and_stays_exact(unet_checkpoint: Path, image: ImageData,
+                                                                   error: type[BaseException], engine: str) -> None:
+    reference = cpu_segmenter(unet_checkpoint, tiling="off").segment(image).labels
     injection = FaultInjection(frozenset({0, 1, 2}), at_step=5, error=error)  # mid-run, tensors alive
     events: list[JobEvent] = []
-    result = segmenter(checkpoint, injection, engine=engine).segment(image, on_event=events.append)
+    result = cpu_segmenter(unet_checkpoint, injection, engine=engine).segment(image, on_event=events.append)
     warnings = [e for e in events if e.kind == "warning"]
     assert injection.raised == [0, 1, 2]
     assert [e.data["tile_px"] for e in warnings] == [68, 32, 16]  # 136 px whole -> halves, stride-aligned
@@ -64,11 +42,11 @@ def test_whole_image_oom_retries_with_halved_tiles_and_stays_exact(checkpoint: P
     assert np.array_equal(result.labels, reference)
 
 
-def test_oom_on_a_later_tile_redoes_only_that_tile(checkpoint: Path, image: ImageData) -> None:
+def test_oom_on_a_later_tile_redoes_only_that_tile(unet_checkpoint: Path, image: ImageData) -> None:
     injection = FaultInjection(frozenset({3}))
     events: list[JobEvent] = []
-    reference = segmenter(checkpoint, tiling="off").segment(image).labels
-    result = segmenter(checkpoint, injection, memory_budget=1_000_000).segment(image, on_event=events.append)
+    reference = cpu_segmenter(unet_checkpoint, tiling="off").segment(image).labels
+    result = cpu_segmenter(unet_checkpoint, injection, memory_budget=1_000_000).segment(image, on_event=events.append)
     plan = next(e for e in events if e.kind == "plan")
     tiles = [e for e in events if e.kind == "tile"]
     first_tiles = plan.data["grid"][0] * plan.data["grid"][1]
@@ -78,9 +56,9 @@ def test_oom_on_a_later_tile_redoes_only_that_tile(checkpoint: Path, image: Imag
     assert np.array_equal(result.labels, reference)
 
 
-def test_smallest_tile_failing_on_a_device_falls_back_to_the_cpu(image: ImageData) -> None:
-    torch.manual_seed(0)
-    model = PlainUNet(SMALL_UNET).eval()
+def test_smallest_tile_failing_on_a_device_falls_back_to_the_cpu(small_unet: torch.nn.Module,
+                                                                   image: ImageData) -> None:
+    model = small_unet
     cpu = torch.device("cpu")
     pixels = image.pixels
 
@@ -104,14 +82,16 @@ def test_smallest_tile_failing_on_a_device_falls_back_to_the_cpu(image: ImageDat
     assert np.array_equal(labels, whole)
 
 
-def test_out_of_memory_on_the_cpu_at_the_smallest_tile_is_a_clear_error(checkpoint: Path, tmp_path: Path) -> None:
+def test_out_of_memory_on_the_cpu_at_the_smallest_tile_is_a_clear_error(unet_checkpoint: Path,
+                                                                        tmp_path: Path) -> None:
     import cv2
 
     source = tmp_path / "scan.png"
     cv2.imwrite(str(source), np.zeros((40, 40, 3), np.uint8))
     injection = FaultInjection(frozenset(range(100)))
     events: list[JobEvent] = []
-    summary = segment_files([source], tmp_path / "out", segmenter(checkpoint, injection), on_event=events.append)
+    summary = segment_files([source], tmp_path / "out", cpu_segmenter(unet_checkpoint, injection),
+                            on_event=events.append)
     assert not summary.all_ok
     assert "smallest tile" in summary.failed[0].error and "--memory-budget" in summary.failed[0].error
     assert any(e.kind == "error" for e in events)

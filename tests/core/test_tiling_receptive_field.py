@@ -9,13 +9,7 @@ from torch import nn
 from leanseg.core.engine.receptive_field import ReceptiveFieldError, compute_receptive_field
 from leanseg.core.model import MobileUNet, MobileUNetConfig, PlainUNet, PlainUNetConfig
 
-
-@pytest.fixture(autouse=True)
-def one_thread():  # type: ignore[no-untyped-def]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class Mixed(nn.Module):
