@@ -25,10 +25,11 @@ from .common import (
     add_inference_options,
     add_memory_log_option,
     build_segmenter,
+    describe_segmenter,
     memory_logging,
     report_error,
 )
-from .progress import ProgressBar
+from .progress import JobProgress
 
 EXIT_CODES = "exit code: 0 every image is segmented, 1 some failed, 2 usage error, 130 stopped before the end"
 
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     except (CommandError, ValueError) as err:
         return report_error(err)
     if segmenter is not None:
-        print(f"model {segmenter.loaded.path} on {segmenter.device}, engine {args.engine}, {args.precision}")
+        print(describe_segmenter(segmenter))
     stop, cancel = threading.Event(), threading.Event()
     sink = _ConsoleSink()
 
@@ -96,18 +97,16 @@ class _ConsoleSink:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._bar: ProgressBar | None = None
+        self._progress = JobProgress("batch", unit="img")
 
     def __call__(self, event: JobEvent) -> None:
         with self._lock:
             if event.kind == "start":
-                print(event.message, flush=True)
-                self._bar = ProgressBar(event.count, label="batch", unit="img")
-            elif event.kind in ("image", "error") and self._bar is not None:
+                self._progress.start(event)
+            elif event.kind in ("image", "error") and self._progress.bar is not None:
                 if event.kind == "error":
                     self._line(f"skipped: {event.message}")
-                name = Path(event.path).name if event.path else ""
-                self._bar.update(1, postfix=name)
+                self._progress.advance(postfix=Path(event.path).name if event.path else "")
             elif event.kind in ("warning", "plan"):
                 self._line(event.message)
 
@@ -116,13 +115,13 @@ class _ConsoleSink:
         print(f"\n{message}", file=sys.stderr, flush=True)
 
     def _line(self, message: str) -> None:
-        interactive = self._bar is not None and self._bar.stream.isatty()
+        bar = self._progress.bar
+        interactive = bar is not None and bar.stream.isatty()
         print(("\r\x1b[2K" if interactive else "") + message, file=sys.stderr, flush=True)
 
     def close(self) -> None:
         with self._lock:
-            if self._bar is not None:
-                self._bar.close()
+            self._progress.close()
 
 
 def _print_summary(summary: BatchSummary) -> None:

@@ -12,8 +12,7 @@ from ..cluster.ray_batch import RayBatchError, RayOptions, import_ray, run_batch
 from ..events import EventSink
 from ..jobs.batch import BatchSummary
 from ..jobs.batch_plan import BatchSettings
-from ..predict import InferenceOptions
-from .common import CommandError, load_model
+from .common import CommandError, inference_options, load_model
 
 LOCAL = "local"  # --ray with no address: a Ray instance started on this machine for this run
 
@@ -54,8 +53,7 @@ def run_on_ray(args: argparse.Namespace, settings: BatchSettings, ray_options: R
     """Load the model here (it is shipped to the actors) and run the batch on the Ray cluster."""
     loaded = load_model(args.model)
     try:
-        options = InferenceOptions(device=args.device, engine=args.engine, precision=args.precision,
-                                   memory_budget=args.memory_budget, tiling=args.tiling, want_probs=args.probs)
+        options = inference_options(args, want_probs=args.probs)
         print(f"model {loaded.path}, engine {args.engine}, {args.precision}; on Ray "
               f"({ray_options.address or 'a local instance'})", flush=True)
         return run_batch_on_ray(settings, loaded, options, ray_options, cancel=cancel,

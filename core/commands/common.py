@@ -48,22 +48,33 @@ def load_model(path: Path | None) -> LoadedModel:
         raise CommandError(str(err)) from err
 
 
+def inference_options(args: argparse.Namespace, want_probs: bool = False) -> InferenceOptions:
+    """InferenceOptions from the parsed `add_inference_options` flags; ValueError names a bad value."""
+    return InferenceOptions(
+        device=args.device,
+        engine=args.engine,
+        precision=args.precision,
+        memory_budget=args.memory_budget,
+        tiling=args.tiling,
+        want_probs=want_probs,
+    )
+
+
 def build_segmenter(args: argparse.Namespace, want_probs: bool = False) -> Segmenter:
+    """Set --threads, load --model and build its Segmenter; CommandError for a bad model or option."""
     if args.threads:
         torch.set_num_threads(args.threads)
     loaded = load_model(args.model)
     try:
-        options = InferenceOptions(
-            device=args.device,
-            engine=args.engine,
-            precision=args.precision,
-            memory_budget=args.memory_budget,
-            tiling=args.tiling,
-            want_probs=want_probs,
-        )
-        return Segmenter(loaded, options)
+        return Segmenter(loaded, inference_options(args, want_probs))
     except ValueError as err:
         raise CommandError(str(err)) from err
+
+
+def describe_segmenter(segmenter: Segmenter) -> str:
+    """The line a command prints before it starts: `model PATH on DEVICE, engine ENGINE, PRECISION`."""
+    options = segmenter.options
+    return f"model {segmenter.loaded.path} on {segmenter.device}, engine {options.engine}, {options.precision}"
 
 
 def report_error(err: Exception) -> int:

@@ -5,6 +5,8 @@ import sys
 import time
 from typing import TextIO
 
+from ..events import JobEvent
+
 
 class ProgressBar:
     def __init__(self, total: int | None, label: str = "", unit: str = "it", stream: TextIO | None = None) -> None:
@@ -47,6 +49,31 @@ class ProgressBar:
         if self._interactive:
             self.stream.write("\n")
             self.stream.flush()
+
+
+class JobProgress:
+    """The bar of one job: opened by the job's "start" event (whose `count` says how many items follow)."""
+
+    def __init__(self, label: str, unit: str) -> None:
+        self.label = label
+        self.unit = unit
+        self.bar: ProgressBar | None = None  # None until "start", and again after close()
+
+    def start(self, event: JobEvent) -> None:
+        """Print the start event's message on stdout and open a bar for its `count` items."""
+        print(event.message, flush=True)
+        self.bar = ProgressBar(event.count, label=self.label, unit=self.unit)
+
+    def advance(self, postfix: str = "") -> None:
+        """One more item done; nothing while no bar is open."""
+        if self.bar is not None:
+            self.bar.update(1, postfix=postfix)
+
+    def close(self) -> None:
+        """End the bar's line; later advances draw nothing."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 def _clock(seconds: float) -> str:

@@ -13,6 +13,7 @@ from .common import (
     add_inference_options,
     add_memory_log_option,
     build_segmenter,
+    describe_segmenter,
     memory_logging,
     report_error,
 )
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         segmenter = build_segmenter(args)
     except CommandError as err:
         return report_error(err)
-    print(f"model {segmenter.loaded.path} on {segmenter.device}, engine {args.engine}, {args.precision}")
+    print(describe_segmenter(segmenter))
 
     def show(event: JobEvent) -> None:
         if event.kind == "image" and event.path is not None:

@@ -19,10 +19,11 @@ from .common import (
     add_inference_options,
     add_memory_log_option,
     build_segmenter,
+    describe_segmenter,
     memory_logging,
     report_error,
 )
-from .progress import ProgressBar
+from .progress import JobProgress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,21 +56,16 @@ def run(args: argparse.Namespace) -> int:
         segmenter = build_segmenter(args)
     except (CommandError, ValueError) as err:
         return report_error(err)
-    print(f"model {segmenter.loaded.path} on {segmenter.device}, engine {args.engine}, {args.precision}")
-    progress: list[ProgressBar] = []  # the bar, once the job has said how many frames to expect
-
-    def close_bar() -> None:
-        if progress:
-            progress.pop().close()
+    print(describe_segmenter(segmenter))
+    progress = JobProgress(args.input.name, unit="frames")
 
     def show(event: JobEvent) -> None:
         if event.kind == "start":
-            print(event.message)
-            progress.append(ProgressBar(event.count, label=args.input.name, unit="frames"))
-        elif event.kind == "frame" and progress:
-            progress[0].update(1, postfix=f"{1000 * event.data['seconds']:.0f} ms/frame inference")
+            progress.start(event)
+        elif event.kind == "frame":
+            progress.advance(postfix=f"{1000 * event.data['seconds']:.0f} ms/frame inference")
         elif event.kind in ("warning", "plan", "info"):
-            close_bar()
+            progress.close()
             print(f"warning: {event.message}" if event.kind == "warning" else f"  {event.message}",
                   file=sys.stderr if event.kind == "warning" else sys.stdout)
 
@@ -79,11 +75,11 @@ def run(args: argparse.Namespace) -> int:
     except (VideoReadError, VideoWriteError, CommandError) as err:
         return report_error(err)
     except KeyboardInterrupt:
-        close_bar()
+        progress.close()
         print(f"interrupted; {args.out} holds the frames segmented so far", file=sys.stderr)
         return 130
     finally:
-        close_bar()
+        progress.close()
     outputs = [str(summary.output)] if summary.output else []
     if summary.csv_path is not None and summary.frames_done:
         outputs.append(str(summary.csv_path))
