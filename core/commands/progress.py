@@ -45,6 +45,15 @@ class ProgressBar:
             self.stream.write(text + "\n")
         self.stream.flush()
 
+    def print_above(self, message: str, stream: TextIO | None = None) -> None:
+        """Print a line where the bar is, then redraw the bar under it (on a terminal)."""
+        if self._interactive:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+        print(message, file=stream or sys.stdout, flush=True)
+        if self._interactive and self.count:
+            self._draw("")
+
     def close(self) -> None:
         if self._interactive:
             self.stream.write("\n")
@@ -68,6 +77,13 @@ class JobProgress:
         """One more item done; nothing while no bar is open."""
         if self.bar is not None:
             self.bar.update(1, postfix=postfix)
+
+    def note(self, message: str, stream: TextIO | None = None) -> None:
+        """Print a line (a plan, a warning) without ending the bar: it is redrawn below the line."""
+        if self.bar is not None:
+            self.bar.print_above(message, stream)
+        else:
+            print(message, file=stream or sys.stdout, flush=True)
 
     def close(self) -> None:
         """End the bar's line; later advances draw nothing."""

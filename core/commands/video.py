@@ -64,10 +64,10 @@ def run(args: argparse.Namespace) -> int:
             progress.start(event)
         elif event.kind == "frame":
             progress.advance(postfix=f"{1000 * event.data['seconds']:.0f} ms/frame inference")
-        elif event.kind in ("warning", "plan", "info"):
-            progress.close()
-            print(f"warning: {event.message}" if event.kind == "warning" else f"  {event.message}",
-                  file=sys.stderr if event.kind == "warning" else sys.stdout)
+        elif event.kind == "warning":
+            progress.note(f"warning: {event.message}", sys.stderr)
+        elif event.kind in ("plan", "info"):
+            progress.note(f"  {event.message}")
 
     try:
         with memory_logging(args.memory_log, segmenter.device, show) as on_event:
