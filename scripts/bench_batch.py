@@ -58,8 +58,8 @@ def case_pure(probe: Any, model: str, image_dir: str, device: str, engine: str, 
 
 
 def case_batch(probe: Any, model: str, image_dir: str, out_dir: str, device: str, engine: str,
-               warmup: int) -> dict[str, Any]:
-    """`run_batch` over the folder (labels + overlay) after the same warm-up as `case_pure`."""
+               warmup: int, overlay: bool = True) -> dict[str, Any]:
+    """`run_batch` over the folder (labels, + overlay) after the same warm-up as `case_pure`."""
     from leanseg.core.io.images import read_image
     from leanseg.core.jobs.batch import run_batch
     from leanseg.core.jobs.batch_plan import BatchSettings
@@ -68,7 +68,7 @@ def case_batch(probe: Any, model: str, image_dir: str, out_dir: str, device: str
     for path in sorted(Path(image_dir).iterdir())[:warmup]:
         segmenter.segment(read_image(path))
     cpu_start = _cpu_seconds()
-    summary = run_batch(BatchSettings(Path(image_dir), Path(out_dir), write_overlay=True), segmenter)
+    summary = run_batch(BatchSettings(Path(image_dir), Path(out_dir), write_overlay=overlay), segmenter)
     cpu = _cpu_seconds() - cpu_start  # all threads: inference, reader and writer
     assert summary.all_ok, [r.error for r in summary.failed]
     count = len(summary.records)
@@ -155,6 +155,8 @@ def main() -> int:
     parser.add_argument("--engine", default=None, help="default: the engine InferenceOptions picks")
     parser.add_argument("--data", type=Path, default=DATA, help="CamVid folder with val/ and train/")
     parser.add_argument("--json", type=Path, default=Path("/tmp/leanseg_bench_batch.json"))
+    parser.add_argument("--labels-only", action="store_true",
+                        help="throughput of the default outputs (labels only) instead of labels + overlay")
     parser.add_argument("--quick", action="store_true", help="10 and 40 images, 1 round: a smoke test")
     args = parser.parse_args()
     if args.quick:
@@ -168,6 +170,7 @@ def main() -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent),
                                                              os.environ.get("PYTHONPATH")]))
     payload: dict[str, Any] = {"threads": args.threads, "device": args.device, "engine": engine,
+                               "outputs": "labels" if args.labels_only else "labels+overlay",
                                "model": str(args.model or "random-init MobileUNetConfig(11, width=0.75)")}
     work = Path(tempfile.mkdtemp(prefix="leanseg_bench_batch_"))
     try:
@@ -194,7 +197,8 @@ def _throughput(args: argparse.Namespace, common: dict[str, Any], work: Path, ru
     for round_index in range(args.repeats):
         cases = {"pure": ("bench_batch:case_pure", {**common, "image_dir": str(image_dir), "warmup": 3}),
                  "batch": ("bench_batch:case_batch", {**common, "image_dir": str(image_dir), "warmup": 3,
-                                                      "out_dir": str(work / f"out_{round_index}")})}
+                                                      "out_dir": str(work / f"out_{round_index}"),
+                                                      "overlay": not args.labels_only})}
         order = ["pure", "batch"] if round_index % 2 == 0 else ["batch", "pure"]  # no bias from load drift
         results = {name: run_case(*cases[name], threads=args.threads, timeout=7200, user_malloc=True)
                    for name in order}  # glibc's default malloc, as a user's process runs
@@ -228,8 +232,9 @@ def _memory(args: argparse.Namespace, common: dict[str, Any], work: Path, run_ca
 
 
 def _print_throughput(args: argparse.Namespace, engine: str, result: dict[str, Any], format_table: Any) -> None:
+    outputs = "labels PNGs (the default)" if args.labels_only else "labels + overlay PNGs"
     print(f"\nThroughput, {result['images']} CamVid val images (360x480), {args.threads} threads, {args.device}, "
-          f"engine {engine}; batch writes labels + overlay PNGs")
+          f"engine {engine}; batch writes {outputs}")
     print(format_table(result["rounds"], ["round", "pure images/s", "batch images/s", "ratio", "pure images/CPU-s",
                                           "batch images/CPU-s", "CPU ratio"]))
     ratio = result["ratio"]
