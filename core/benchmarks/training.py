@@ -2,6 +2,12 @@
 
 For MobileUNet and PlainUNet at the same batch and size: plain fp32, activation-checkpointed,
 bf16 autocast, both; and beside them the eval-mode (no_grad) inference peak for the same input.
+Checkpointing is what `leanseg train --checkpointing` does: the segments a cost model picks on the
+batch (`plan_activation_checkpointing`). Tensors are channels_last, as `leanseg train` runs, unless
+`--train-layout nchw`. Each configuration runs twice, each time in its own subprocess: the peak
+with MALLOC_MMAP_THRESHOLD_ (RSS follows live tensors), the step time with glibc's default malloc
+(as a training process runs; mapping every large tensor afresh costs page faults that nearly
+double the step time, and more for recomputed activations).
 """
 from __future__ import annotations
 
@@ -14,10 +20,12 @@ import torch.nn.functional as F
 
 from ..memory import format_bytes
 from ..model import MobileUNet, MobileUNetConfig, PlainUNet, PlainUNetConfig
-from ..train.lean import autocast_for, enable_activation_checkpointing
+from ..train.checkpointing import plan_activation_checkpointing
+from ..train.lean import autocast_for
 from .measure import Probe, median_seconds, run_case
 from .report import format_table, write_json
 
+LAYOUTS = {"channels_last": torch.channels_last, "nchw": torch.contiguous_format}
 CONFIGURATIONS = {  # name -> (checkpointing, precision)
     "train plain": (False, "fp32"),
     "train checkpointed": (True, "fp32"),
@@ -30,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("--train")
     group.add_argument("--train-batch", type=int, default=4, help="batch for --train (default 4)")
     group.add_argument("--train-size", type=int, default=256, help="square input for --train (default 256)")
+    group.add_argument("--train-layout", choices=LAYOUTS, default="channels_last",
+                       help="tensor layout for --train (default channels_last, as leanseg train)")
 
 
 def _model(kind: str) -> MobileUNet | PlainUNet:
@@ -37,15 +47,16 @@ def _model(kind: str) -> MobileUNet | PlainUNet:
 
 
 def train_step_case(probe: Probe, kind: str, checkpointing: bool, precision: str, batch: int, size: int,
-                    repeats: int, device: str = "cpu") -> dict[str, Any]:
-    """Peak above (weights + optimiser state) and median time of forward + backward + step."""
+                    repeats: int, device: str = "cpu", layout: str = "channels_last",
+                    measure: str = "memory", segments: list[str] | None = None) -> dict[str, Any]:
+    """measure='memory': peak above (weights + optimiser state) of one forward + backward + step;
+    'time': median time of `repeats` steps. `segments`: checkpoint these (the memory run's plan)."""
     torch.manual_seed(0)
     dev = torch.device(device)
-    model = _model(kind).to(dev).train()
-    if checkpointing:
-        enable_activation_checkpointing(model)
+    model = _model(kind).to(dev).train().to(memory_format=LAYOUTS[layout])  # type: ignore[call-overload]
+    x = torch.randn(batch, 3, size, size, device=dev).contiguous(memory_format=LAYOUTS[layout])
+    plan = plan_activation_checkpointing(model, x, checkpointed=segments) if checkpointing else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randn(batch, 3, size, size, device=dev)
     y = torch.randint(0, model.config.num_classes, (batch, size, size), device=dev)
 
     def step() -> None:
@@ -58,17 +69,20 @@ def train_step_case(probe: Probe, kind: str, checkpointing: bool, precision: str
 
     step()  # warm-up: allocates the optimiser state, which the baseline then includes
     optimizer.zero_grad(set_to_none=True)
+    notes = {"plan": plan.summary(), "segments": sorted(plan.checkpointed)} if plan else {}
+    if measure == "time":
+        return {**notes, "peak_bytes": 0, "seconds": median_seconds(step, repeats=repeats, warmup=1)}
     probe.start()
     step()
-    peak = probe.peak_bytes()
-    return {"peak_bytes": peak, "seconds": median_seconds(step, repeats=repeats, warmup=0)}
+    return {**notes, "peak_bytes": probe.peak_bytes()}
 
 
-def eval_case(probe: Probe, kind: str, batch: int, size: int, repeats: int, device: str = "cpu") -> dict[str, Any]:
+def eval_case(probe: Probe, kind: str, batch: int, size: int, repeats: int, device: str = "cpu",
+              layout: str = "channels_last") -> dict[str, Any]:
     """Eval-mode no_grad inference on the same model and input."""
     dev = torch.device(device)
-    model = _model(kind).to(dev).eval()
-    x = torch.randn(batch, 3, size, size, device=dev)
+    model = _model(kind).to(dev).eval().to(memory_format=LAYOUTS[layout])  # type: ignore[call-overload]
+    x = torch.randn(batch, 3, size, size, device=dev).contiguous(memory_format=LAYOUTS[layout])
     with torch.no_grad():
         model(x)
         probe.start()
@@ -88,20 +102,28 @@ def run(args: argparse.Namespace) -> int:
         plain: dict[str, Any] = {}
         for name, (checkpointing, precision) in CONFIGURATIONS.items():
             print(f"{kind}: {name} ...", flush=True)
-            result = run_case(f"{__name__}:train_step_case", {
-                "kind": kind, "checkpointing": checkpointing, "precision": precision, "batch": batch,
-                "size": size, "repeats": repeats, "device": args.device}, threads=args.threads)
+            case = {"kind": kind, "checkpointing": checkpointing, "precision": precision, "batch": batch,
+                    "size": size, "repeats": repeats, "device": args.device, "layout": args.train_layout}
+            result = run_case(f"{__name__}:train_step_case", {**case, "measure": "memory"}, threads=args.threads)
+            timed = run_case(f"{__name__}:train_step_case", {**case, "measure": "time",
+                             "segments": result.get("segments")}, threads=args.threads, user_malloc=True)
+            result = {**result, "seconds": timed["seconds"]} if "error" not in timed else timed
+            if "plan" in result:
+                print(f"  {result['plan']}", flush=True)
             if name == "train plain":
                 plain = result
             rows.append(_row(kind, name, result, plain))
         print(f"{kind}: eval no_grad ...", flush=True)
-        result = run_case(f"{__name__}:eval_case", {"kind": kind, "batch": batch, "size": size,
-                                                    "repeats": repeats, "device": args.device}, threads=args.threads)
+        result = run_case(f"{__name__}:eval_case", {"kind": kind, "batch": batch, "size": size, "repeats": repeats,
+                                                    "device": args.device, "layout": args.train_layout},
+                          threads=args.threads)
         rows.append(_row(kind, "eval no_grad", result, plain))
-    print(f"\nOne training step, batch {batch} x 3 x {size} x {size}, {args.threads} threads, {args.device}:\n")
+    print(f"\nOne training step, batch {batch} x 3 x {size} x {size} {args.train_layout}, {args.threads} threads, "
+          f"{args.device} (peak: MALLOC_MMAP_THRESHOLD_ run; time: default malloc run):\n")
     print(format_table(rows, ["model", "configuration", "peak", "x plain peak", "step s", "x plain time"]))
     path = write_json(args.out / "bench_train.json", {"batch": batch, "size": size, "threads": args.threads,
-                                                      "device": args.device, "rows": rows})
+                                                      "device": args.device, "layout": args.train_layout,
+                                                      "rows": rows})
     print(f"\nwritten {path}")
     return 0 if all("error" not in r for r in rows) else 1
 
@@ -112,6 +134,7 @@ def _row(kind: str, name: str, result: dict[str, Any], plain: dict[str, Any]) ->
         return {**row, "peak": f"error: {result['error']}"}
     row.update(peak=format_bytes(result["peak_bytes"]), peak_bytes=result["peak_bytes"],
                seconds=result["seconds"], **{"step s": round(result["seconds"], 3)})
+    row.update({key: result[key] for key in ("plan", "segments") if key in result})
     if plain.get("peak_bytes"):
         row["x plain peak"] = round(result["peak_bytes"] / plain["peak_bytes"], 3)
         row["x plain time"] = round(result["seconds"] / plain["seconds"], 3)

@@ -19,9 +19,10 @@ from ..device import resolve_device
 from ..model import MobileUNetConfig, PlainUNetConfig, build_model
 from ..model.checkpoint import ModelInfo, save_checkpoint
 from .augment import AugmentConfig, augment
+from .checkpointing import plan_activation_checkpointing
 from .dataset import DatasetSpec, PairCache, find_pairs, load_spec
 from .evaluate import evaluate_model
-from .lean import autocast_for, enable_activation_checkpointing
+from .lean import autocast_for
 from .metrics import iou_per_class, mean_iou
 from .options import TrainConfig
 from .state import load_state, save_state
@@ -64,8 +65,11 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
     ignore = spec.ignore_index if spec.ignore_index is not None else 255
     torch.manual_seed(config.seed)
     model = model_for(config, spec).to(device).to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-    if config.checkpointing:
-        enable_activation_checkpointing(model)
+    if config.checkpointing:  # the segments a cost model picks for batches of this shape
+        shape = (config.batch_size, model.config.in_channels, *config.crop)
+        sample = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+        sample = sample.to(device).contiguous(memory_format=torch.channels_last)
+        log(plan_activation_checkpointing(model, sample).summary())
     train_pairs = find_pairs(config.data_dir, "train", spec)
     if config.limit_images:
         train_pairs = train_pairs[: config.limit_images]
