@@ -192,7 +192,14 @@ def _estimated_peak(costs: tuple[SegmentCost, ...], checkpointed: set[str], fixe
     return fixed + peak
 
 
+def _mark_checkpointed(model: nn.Module) -> None:
+    if getattr(model, "_leanseg_checkpointing", False):
+        raise ValueError(f"activation checkpointing is already set up on this {type(model).__name__}")
+    model._leanseg_checkpointing = True  # type: ignore[assignment]
+
+
 def _install_segments(model: nn.Module, runner: _Runner) -> None:
+    _mark_checkpointed(model)
     if isinstance(model, PlainUNet):
         model.forward = functools.partial(_plain_unet_forward, model, runner)  # type: ignore[method-assign]
         return
@@ -239,6 +246,7 @@ def _conv_layers(layers: nn.Sequential, start: int, stop: int, x: Tensor) -> Ten
 
 
 def _wrap_every_block(model: nn.Module) -> int:
+    _mark_checkpointed(model)
     wrapped, norms = 0, _batch_norms(model)
     covered: set[int] = set()
     for module in model.modules():

@@ -89,6 +89,8 @@ def test_a_given_plan_is_kept_and_bad_arguments_are_refused() -> None:
     plan = plan_activation_checkpointing(first, batch()[0], target=0.3)
     again = plan_activation_checkpointing(second, batch()[0], target=0.9, checkpointed=plan.checkpointed)
     assert again.checkpointed == plan.checkpointed
+    with pytest.raises(ValueError, match="already set up on this PlainUNet"):
+        enable_activation_checkpointing(first)
     with pytest.raises(ValueError, match="target must be in"):
         plan_activation_checkpointing(MODELS["MobileUNet"](), batch()[0], target=0.0)
     with pytest.raises(ValueError, match=r"no segments named \['up.9'\]"):
