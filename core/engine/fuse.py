@@ -88,12 +88,18 @@ class ConvAct(nn.Module):
             return _ONEDNN_POINTWISE(x, conv.weight, conv.bias, pad, list(conv.stride), list(conv.dilation),
                                      conv.groups, attr, scalars, "")
         y = F.conv2d(x, conv.weight, conv.bias, conv.stride, pad, conv.dilation, conv.groups)
-        return ACTIVATIONS[self.activation](y) if self.activation else y
+        if self.activation is None or y.is_meta:
+            # The activations work in place (no new bytes), so a meta run (estimate_peak) skips them:
+            # their meta kernels go through Python reference decompositions, 10 ms per call.
+            return y
+        return ACTIVATIONS[self.activation](y)
 
     def add_into(self, target: Tensor, x: Tensor) -> None:
         """target += conv(x) (no activation), writing straight into `target` (a view is fine)."""
         conv = self.conv
         assert self.activation is None and isinstance(conv.padding, tuple)
+        if x.is_meta:
+            return  # no new bytes, and the meta add goes through slow Python decompositions (estimate_peak)
         if x.device.type == "cpu" and _ONEDNN_ADD_INTO is not None:
             _ONEDNN_ADD_INTO(target, x, conv.weight, conv.bias, list(conv.padding), list(conv.stride),
                              list(conv.dilation), conv.groups, "add", None, None, [], None)

@@ -64,6 +64,8 @@ class LabelsHead(nn.Module):
         def run_band(top: int, bottom: int) -> int:
             logits, upsampled_bytes = self._band_logits(z, top, bottom, width)  # (1, K, bottom - top, width)
             band_bytes = upsampled_bytes + logits.untyped_storage().nbytes()
+            if logits.is_meta:  # estimate_peak: the bytes only (meta argmax and copies are slow Python)
+                return band_bytes + (logits[:, 0].numel() * 8 if self.emit == "labels" else 0)
             if self.emit == "labels":
                 labels = logits.argmax(1)
                 band_bytes += labels.untyped_storage().nbytes()
@@ -81,7 +83,10 @@ class LabelsHead(nn.Module):
             return self.conv(z[:, :, top:bottom])[..., :width], 0
         first, last = source_rows(top, bottom, self.scale, self.mode, z.shape[2])
         source = z[:, :, first:last]
-        if self.mode == "bilinear":
+        if source.is_meta:  # estimate_peak: the upsampled band's shape, without the slow meta decomposition
+            batch, channels, rows, columns = source.shape
+            upsampled = source.new_empty((batch, channels, rows * self.scale, columns * self.scale))
+        elif self.mode == "bilinear":
             upsampled = F.interpolate(source, scale_factor=float(self.scale), mode="bilinear", align_corners=False)
         else:
             upsampled = F.interpolate(source, scale_factor=float(self.scale), mode="nearest")
