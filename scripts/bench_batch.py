@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from leanseg.core.benchmarks.bench_inputs import link_images, random_camvid_model
+
 DATA = Path("/work/shared/data/camvid")
 
 
@@ -121,27 +123,6 @@ def case_memory(probe: Any, model: str, image_dir: str, out_dir: str, device: st
             "peak_per_image_bytes": peaks, "seconds": summary.seconds, "peak_bytes": None}
 
 
-def _link_images(source: Path, count: int, folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    paths = sorted(source.glob("*.png"))[:count]
-    if len(paths) < count:
-        raise SystemExit(f"{source} has {len(paths)} PNG images, {count} needed")
-    for path in paths:
-        (folder / path.name).symlink_to(path)
-    return folder
-
-
-def _random_model(path: Path) -> Path:
-    import torch
-
-    from leanseg.core.model import MobileUNet, MobileUNetConfig
-    from leanseg.core.model.checkpoint import default_info, save_checkpoint
-
-    torch.manual_seed(0)
-    config = MobileUNetConfig(num_classes=11, width=0.75)
-    return save_checkpoint(path, MobileUNet(config).eval(), default_info(config))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=None, help="checkpoint; default: random-init CamVid config")
@@ -174,7 +155,7 @@ def main() -> int:
                                "model": str(args.model or "random-init MobileUNetConfig(11, width=0.75)")}
     work = Path(tempfile.mkdtemp(prefix="leanseg_bench_batch_"))
     try:
-        model = str(args.model or _random_model(work / "camvid_random.safetensors"))
+        model = str(args.model or random_camvid_model(work / "camvid_random.safetensors"))
         common = {"model": model, "device": args.device, "engine": engine}
         if args.images > 0 and args.repeats > 0:
             payload["throughput"] = _throughput(args, common, work, run_case)
@@ -192,7 +173,7 @@ def main() -> int:
 
 def _throughput(args: argparse.Namespace, common: dict[str, Any], work: Path, run_case: Any) -> dict[str, Any]:
     """Alternating pure / batch subprocesses; medians over the rounds."""
-    image_dir = _link_images(args.data / "val", args.images, work / "throughput")
+    image_dir = link_images(args.data / "val", args.images, work / "throughput")
     rounds: list[dict[str, Any]] = []
     for round_index in range(args.repeats):
         cases = {"pure": ("bench_batch:case_pure", {**common, "image_dir": str(image_dir), "warmup": 3}),
@@ -221,7 +202,7 @@ def _throughput(args: argparse.Namespace, common: dict[str, Any], work: Path, ru
 
 
 def _memory(args: argparse.Namespace, common: dict[str, Any], work: Path, run_case: Any) -> dict[str, Any]:
-    image_dir = _link_images(args.data / "train", args.memory_images, work / "memory")
+    image_dir = link_images(args.data / "train", args.memory_images, work / "memory")
     memory = run_case("bench_batch:case_memory", {**common, "image_dir": str(image_dir), "first": 20,
                       "out_dir": str(work / "out_memory")}, threads=args.threads, timeout=7200)
     if "error" in memory:

@@ -54,27 +54,6 @@ def case_ray(probe: Any, model: str, image_dir: str, out_dir: str, address: str,
             "inference_seconds": sum(r.seconds for r in summary.records), "peak_bytes": None}
 
 
-def _link_images(source: Path, count: int, folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    paths = sorted(source.glob("*.png"))[:count]
-    if len(paths) < count:
-        raise SystemExit(f"{source} has {len(paths)} PNG images, {count} needed")
-    for path in paths:
-        (folder / path.name).symlink_to(path)
-    return folder
-
-
-def _random_model(path: Path) -> Path:
-    import torch
-
-    from leanseg.core.model import MobileUNet, MobileUNetConfig
-    from leanseg.core.model.checkpoint import default_info, save_checkpoint
-
-    torch.manual_seed(0)
-    config = MobileUNetConfig(num_classes=11, width=0.75)
-    return save_checkpoint(path, MobileUNet(config).eval(), default_info(config))
-
-
 def _load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} CPU(s)"
@@ -93,6 +72,7 @@ def main() -> int:
     if args.quick:
         args.images, args.repeats = 16, 1
 
+    from leanseg.core.benchmarks.bench_inputs import link_images, random_camvid_model
     from leanseg.core.benchmarks.measure import run_case
     from leanseg.core.benchmarks.report import format_table, write_json
     from leanseg.core.cluster import LocalRayCluster, NodeSpec
@@ -108,8 +88,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="leanseg_bench_ray_"))
     rounds: list[dict[str, Any]] = []
     try:
-        model = str(args.model or _random_model(work / "camvid_random.safetensors"))
-        image_dir = _link_images(args.data / "val", args.images, work / "in")
+        model = str(args.model or random_camvid_model(work / "camvid_random.safetensors"))
+        image_dir = link_images(args.data / "val", args.images, work / "in")
         with LocalRayCluster([NodeSpec(num_cpus=1), NodeSpec(num_cpus=1)]) as cluster:
             print(f"cluster: head + 1 worker node, 1 CPU each, at {cluster.address}", flush=True)
             os.environ.update(cluster.driver_env)  # the drivers run_case starts inherit it

@@ -174,18 +174,11 @@ def make_long_video(path: Path, frames: int) -> Path:
 
 def default_model() -> str:
     from leanseg.core.assets import default_model_path
+    from leanseg.core.benchmarks.bench_inputs import random_camvid_model
 
     if default_model_path().is_file():
         return str(default_model_path())
-    import torch
-
-    from leanseg.core.model import MobileUNet, MobileUNetConfig
-    from leanseg.core.model.checkpoint import default_info, save_checkpoint
-
-    torch.manual_seed(0)
-    config = MobileUNetConfig(num_classes=11, width=0.75)
-    path = Path(tempfile.gettempdir()) / "leanseg_bench_video_random.safetensors"
-    return str(save_checkpoint(path, MobileUNet(config).eval(), default_info(config)))
+    return str(random_camvid_model(Path(tempfile.gettempdir()) / "leanseg_bench_video_random.safetensors"))
 
 
 def _run_config(name: str, model: str, frames: int, threads: int, *, for_memory: bool = False) -> dict[str, Any]:

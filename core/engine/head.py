@@ -84,8 +84,8 @@ class LabelsHead(nn.Module):
         first, last = source_rows(top, bottom, self.scale, self.mode, z.shape[2])
         source = z[:, :, first:last]
         if source.is_meta:  # estimate_peak: the upsampled band's shape, without the slow meta decomposition
-            batch, channels, rows, columns = source.shape
-            upsampled = source.new_empty((batch, channels, rows * self.scale, columns * self.scale))
+            batch, channels, height, width_in = source.shape
+            upsampled = source.new_empty((batch, channels, height * self.scale, width_in * self.scale))
         elif self.mode == "bilinear":
             upsampled = F.interpolate(source, scale_factor=float(self.scale), mode="bilinear", align_corners=False)
         else:
