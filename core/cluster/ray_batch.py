@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ..events import EventSink, JobEvent, ignore_event
-from ..jobs.batch import BatchSummary, finish_summary, model_fingerprint
-from ..jobs.batch_plan import BatchSettings, plan_batch, remove_stale_temp_files
-from ..jobs.manifest import ImageRecord, Manifest
+from ..jobs.batch import BatchSummary, finish_summary, model_fingerprint, open_batch
+from ..jobs.batch_plan import BatchSettings
+from ..jobs.manifest import ImageRecord
 from ..model.checkpoint import LoadedModel, save_checkpoint
 from ..predict import InferenceOptions, Segmenter
 from .actors import RECORD_COLUMN, TASK_COLUMN, ManifestKeeper, SegmentingActor, task_to_json
@@ -82,17 +82,9 @@ def run_batch_on_ray(
     start = time.perf_counter()
     # the fingerprint reads weights and precision only: an eager CPU Segmenter compiles nothing
     fingerprint = model_fingerprint(Segmenter(loaded, replace(options, engine="eager", device="cpu")))
-    manifest = Manifest.open(settings.out_dir, fingerprint, loaded.info.class_names, fresh=settings.overwrite)
-    remove_stale_temp_files(settings.out_dir)
-    plan = plan_batch(settings, manifest)
+    manifest, plan, summary = open_batch(settings, fingerprint, loaded.info.class_names, "on Ray", on_event)
     manifest.close()  # the keeper actor reopens it
-    summary = BatchSummary(settings, total=plan.total, finished_before=len(plan.finished))
     todo = len(plan.tasks)
-    on_event(JobEvent(
-        "start", f"{plan.total} image(s) in {settings.in_dir}: {todo} to segment, {len(plan.finished)} finished "
-        f"before; on Ray", count=todo,
-        data={"total": plan.total, "finished_before": [manifest.records[k].to_json() for k in plan.finished]},
-    ))
 
     def stopping() -> bool:
         return bool((cancel and cancel.is_set()) or (stop_after_current and stop_after_current.is_set()))

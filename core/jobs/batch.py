@@ -15,13 +15,14 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event
 from ..predict import Segmentation, Segmenter
 from .batch_image import ReadInput, check_outputs_free, error_record, finish_image, read_input
-from .batch_plan import BatchSettings, ImageTask, plan_batch, remove_stale_temp_files
+from .batch_plan import BatchPlan, BatchSettings, ImageTask, plan_batch, remove_stale_temp_files
 from .manifest import MANIFEST_NAME, SUMMARY_NAME, ImageRecord, Manifest
 from .prefetch import BackgroundWriter, Prefetcher
 
@@ -94,17 +95,9 @@ def run_batch(
     info = segmenter.info
     if settings.write_probs and not segmenter.options.want_probs:
         raise ValueError("write_probs needs a Segmenter made with InferenceOptions(want_probs=True)")
-    manifest = Manifest.open(settings.out_dir, model_fingerprint(segmenter), info.class_names,
-                             fresh=settings.overwrite)
-    remove_stale_temp_files(settings.out_dir)
-    plan = plan_batch(settings, manifest)
-    summary = BatchSummary(settings, total=plan.total, finished_before=len(plan.finished))
+    manifest, plan, summary = open_batch(settings, model_fingerprint(segmenter), info.class_names,
+                                         f"on {segmenter.device}", on_event)
     todo = len(plan.tasks)
-    on_event(JobEvent(
-        "start", f"{plan.total} image(s) in {settings.in_dir}: {todo} to segment, {len(plan.finished)} finished "
-        f"before; on {segmenter.device}", count=todo,
-        data={"total": plan.total, "finished_before": [manifest.records[k].to_json() for k in plan.finished]},
-    ))
     lock = threading.Lock()
 
     def done(record: ImageRecord) -> None:  # on the writer thread
@@ -156,6 +149,25 @@ def run_batch(
         manifest.close()
     summary.cancelled = summary.cancelled or (stopping() and summary.remaining > 0)
     return finish_summary(summary, todo, start, on_event)
+
+
+def open_batch(settings: BatchSettings, fingerprint: dict[str, Any], class_names: tuple[str, ...], where: str,
+               on_event: EventSink) -> tuple[Manifest, BatchPlan, BatchSummary]:
+    """Open the output folder's manifest, clear stale temp files, plan what is left, report 'start'.
+
+    Shared by the local batch and the Ray batch; `where` ends the start message ("on cpu", "on Ray").
+    """
+    manifest = Manifest.open(settings.out_dir, fingerprint, class_names, fresh=settings.overwrite)
+    remove_stale_temp_files(settings.out_dir)
+    plan = plan_batch(settings, manifest)
+    summary = BatchSummary(settings, total=plan.total, finished_before=len(plan.finished))
+    todo = len(plan.tasks)
+    on_event(JobEvent(
+        "start", f"{plan.total} image(s) in {settings.in_dir}: {todo} to segment, {len(plan.finished)} finished "
+        f"before; {where}", count=todo,
+        data={"total": plan.total, "finished_before": [manifest.records[k].to_json() for k in plan.finished]},
+    ))
+    return manifest, plan, summary
 
 
 def finish_summary(summary: BatchSummary, todo: int, start: float, on_event: EventSink) -> BatchSummary:
