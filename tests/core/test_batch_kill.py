@@ -12,6 +12,8 @@ import cv2
 import numpy as np
 import pytest
 
+from .manifest_samples import recorded_ok
+
 IMAGES = 30
 
 
@@ -45,24 +47,6 @@ def _start_and_wait_for(command: list[str], out_dir: Path, labels_written: int) 
     raise AssertionError(f"the batch ended (rc {process.returncode}) before {labels_written} outputs: {out}{err}")
 
 
-def _recorded_ok(out_dir: Path) -> set[str]:
-    """Inputs the manifest snapshot plus its journal record as finished ok (read without the job's code)."""
-    records: dict[str, str] = {}
-    snapshot = out_dir / "manifest.json"
-    if snapshot.exists():
-        records.update({k: v["status"] for k, v in json.loads(snapshot.read_text())["images"].items()})
-    journal = out_dir / "manifest.journal.jsonl"
-    if journal.exists():
-        for line in journal.read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if "record" in entry:
-                records[entry["record"]["source"]] = entry["record"]["status"]
-    return {k for k, status in records.items() if status == "ok"}
-
-
 def _decoded(path: Path) -> np.ndarray:
     pixels = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
     assert pixels is not None, f"{path} does not decode"
@@ -82,7 +66,7 @@ def test_sigkill_mid_run_then_resume_matches_an_uninterrupted_run(
     process.send_signal(signal.SIGKILL)
     process.communicate()
     assert process.returncode == -signal.SIGKILL
-    finished_at_kill = _recorded_ok(killed_out)
+    finished_at_kill = recorded_ok(killed_out)
     assert 0 < len(finished_at_kill) < IMAGES, "the kill must land mid-run"
     kept = {}
     for source in finished_at_kill:
@@ -126,7 +110,7 @@ def test_ctrl_c_stops_after_the_current_image_and_resume_finishes(
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stdout + stderr
     assert "stopping after the current image" in stderr and "stopped early" in stdout
-    finished = _recorded_ok(out)
+    finished = recorded_ok(out)
     assert 3 <= len(finished) < IMAGES
     assert not (out / "manifest.journal.jsonl").exists()  # closed cleanly: all in manifest.json
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]

@@ -29,6 +29,7 @@ from leanseg.core.model.checkpoint import default_info, load_checkpoint, save_ch
 from leanseg.core.predict import InferenceOptions, Segmenter  # noqa: E402
 
 from .conftest import TINY_MOBILE  # noqa: E402
+from .manifest_samples import recorded_ok  # noqa: E402
 
 IMAGES = 40
 BROKEN = "broken.png"  # one unreadable input: recorded as failed on both paths, never fatal
@@ -116,22 +117,6 @@ def test_cluster_batch_equals_the_local_batch(
     _assert_same_outputs(out, local_reference)
 
 
-def _recorded(out: Path) -> dict[str, str]:
-    """source -> status, from the manifest snapshot plus its journal (read without the job's code)."""
-    records: dict[str, str] = {}
-    if (out / "manifest.json").exists():
-        records.update({k: v["status"] for k, v in json.loads((out / "manifest.json").read_text())["images"].items()})
-    if (out / "manifest.journal.jsonl").exists():
-        for line in (out / "manifest.journal.jsonl").read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if "record" in entry:
-                records[entry["record"]["source"]] = entry["record"]["status"]
-    return records
-
-
 def _wait_until_quiet(folder: Path, quiet_s: float = 3.0, limit_s: float = 60.0) -> None:
     """Ray stops a dead driver's actors within a few seconds: wait until nothing in `folder` changes."""
     def state() -> set[tuple[str, int, int]]:
@@ -165,7 +150,7 @@ def test_cluster_batch_killed_midway_resumes(
     driver.send_signal(signal.SIGKILL)
     driver.communicate()
     _wait_until_quiet(out)
-    finished = {k for k, status in _recorded(out).items() if status == "ok"}
+    finished = recorded_ok(out)
     assert 0 < len(finished) < IMAGES, "the kill must land mid-run"
     kept = {k: (out / k.replace(".png", "_labels.png")).stat() for k in finished}
 

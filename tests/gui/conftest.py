@@ -12,6 +12,9 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl  # noqa: E402
+from PySide6.QtGui import QDragEnterEvent, QDropEvent  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from leanseg.core.model import MobileUNet, MobileUNetConfig  # noqa: E402
 from leanseg.core.model.checkpoint import default_info, save_checkpoint  # noqa: E402
@@ -76,3 +79,15 @@ def make_window(qtbot, settings_path: Path, no_default_model: Path) -> Iterator[
 
     yield make
 
+
+def drop_path(window, path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Drag `path` over the middle of `window` and drop it there (the enter event must be accepted)."""
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    pos = QPointF(window.width() / 2, window.height() / 2)
+    enter = QDragEnterEvent(pos.toPoint(), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                            Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(window, enter)
+    assert enter.isAccepted()
+    drop = QDropEvent(pos, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(window, drop)

@@ -8,15 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import Qt
 
 from leanseg.core.io.images import read_image
 from leanseg.core.model.checkpoint import load_checkpoint
 from leanseg.core.predict import Segmenter
 
-from .conftest import JOB_TIMEOUT_MS, write_image
+from .conftest import JOB_TIMEOUT_MS, drop_path, write_image
 
 
 def test_open_image_segments_and_overlay_holds_the_labels(qtbot, make_window, gui_tiny_checkpoint, small_image):
@@ -123,32 +121,20 @@ def test_without_a_default_model_the_app_says_so_and_still_shows_images(qtbot, m
     assert window.viewer.labels is None
 
 
-def _drop(window, path: Path) -> None:
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(path))])
-    pos = QPointF(window.width() / 2, window.height() / 2)
-    enter = QDragEnterEvent(pos.toPoint(), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
-                            Qt.KeyboardModifier.NoModifier)
-    QApplication.sendEvent(window, enter)
-    assert enter.isAccepted()
-    drop = QDropEvent(pos, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
-    QApplication.sendEvent(window, drop)
-
-
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # QDragEnterEvent has only the QPoint form
 def test_drag_and_drop_routes_images_folders_and_videos(qtbot, make_window, gui_tiny_checkpoint, small_image,
                                                         tmp_path, monkeypatch):
     window = make_window(gui_tiny_checkpoint)
     with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
-        _drop(window, small_image)
+        drop_path(window, small_image)
     assert window.image.path == small_image
     opened: list[tuple[str, Path]] = []
     monkeypatch.setattr(window, "open_folder", lambda path: opened.append(("folder", path)))
     monkeypatch.setattr(window, "open_video", lambda path: opened.append(("video", path)))
     video = tmp_path / "clip.mp4"
     video.write_bytes(b"")
-    _drop(window, tmp_path)
-    _drop(window, video)
+    drop_path(window, tmp_path)
+    drop_path(window, video)
     assert opened == [("folder", tmp_path), ("video", video)]
 
 

@@ -6,16 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import Qt
 
 from leanseg.core.predict import InferenceOptions
 from leanseg.gui.video_panel import VideoPanel
 from leanseg.gui.video_player import ShownFrame
 
 from ..core.video_samples import count_frames, write_video
-from .conftest import JOB_TIMEOUT_MS
+from .conftest import JOB_TIMEOUT_MS, drop_path
 
 VIDEO_TIMEOUT_MS = 3 * JOB_TIMEOUT_MS  # a model load, the tiler's first call and frames of 360x480, on a busy machine
 SAMPLE = Path(__file__).resolve().parents[2] / "assets" / "samples" / "camvid_val.mp4"
@@ -127,15 +125,8 @@ def test_full_export_and_bad_files(qtbot, panel: VideoPanel, tmp_path: Path) -> 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # QDragEnterEvent has only the QPoint form
 def test_main_window_opens_a_dropped_video_in_the_panel(qtbot, make_window, gui_tiny_checkpoint) -> None:  # type: ignore[no-untyped-def]
     window = make_window(gui_tiny_checkpoint)
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(SAMPLE))])
-    pos = QPointF(window.width() / 2, window.height() / 2)
-    enter = QDragEnterEvent(pos.toPoint(), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
-                            Qt.KeyboardModifier.NoModifier)
-    QApplication.sendEvent(window, enter)
-    drop = QDropEvent(pos, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
     frames: list[ShownFrame] = []
-    QApplication.sendEvent(window, drop)  # File > Open video ends in the same window.open_video
+    drop_path(window, SAMPLE)  # File > Open video ends in the same window.open_video
     panel = window.video_panel
     panel.frame_shown.connect(frames.append)
     qtbot.waitUntil(lambda: bool(frames), timeout=VIDEO_TIMEOUT_MS)
