@@ -62,7 +62,7 @@ def cpu_runner_for(segmenter: Segmenter) -> Callable[[], TileRunner] | None:
 
 
 def estimate_tile_bytes(segmenter: Segmenter, height: int, width: int, output: str = "logits") -> int:
-    """Predicted peak bytes of one (height, width) tile: the model's run plus its input, normalised."""
+    """Predicted peak bytes of one (height, width) tile: the model's run plus its normalised float input."""
     channels = segmenter.info.config.in_channels
     plan = getattr(segmenter, "plan", None)
     if plan is not None:
@@ -72,12 +72,15 @@ def estimate_tile_bytes(segmenter: Segmenter, height: int, width: int, output: s
         if model not in _estimators:
             _estimators[model] = eager_peak_estimator(model, channels)
         run_bytes = _estimators[model]((1, channels, height, width))
-    return run_bytes + 2 * channels * height * width * 4  # the tile's float input and its normalisation copy
+    return run_bytes + channels * height * width * 4  # + the tile's float input, which the plan does not count
 
 
 def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "logits", *,
-               mode: str | None = None, budget_bytes: int | None = None) -> TilingPlan:
-    """Whole image or tiles, exact or fast, from the options (or the overrides), the budget and the estimate."""
+               mode: str | None = None, budget_bytes: int | None = None, held_bytes: int = 0) -> TilingPlan:
+    """Whole image or tiles, exact or fast, from the options (or the overrides), the budget and the estimate.
+
+    `held_bytes`: what the job holds beside the tiles (the image and its output arrays); the budget covers both.
+    """
     options = segmenter.options
     budget = budget_bytes or options.memory_budget or default_budget(segmenter.device)
     field = receptive_field_of(segmenter.model)
@@ -91,7 +94,7 @@ def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "log
         stride, exact_halo = field.total_stride, field.aligned_halo_px
     fast_halo = FAST_HALO_STRIDES * stride
     return choose_tiling(height, width, mode=mode, budget_bytes=budget, stride=stride, exact_halo_px=exact_halo,
-                         fast_halo_px=fast_halo,
+                         fast_halo_px=fast_halo, held_bytes=held_bytes,
                          tile_bytes=lambda h, w: estimate_tile_bytes(segmenter, h, w, output))
 
 
@@ -101,7 +104,7 @@ def plan_event(plan: TilingPlan) -> JobEvent:
     return JobEvent("plan", plan.describe(), count=rows * cols,
                     data={"mode": plan.mode, "grid": [rows, cols], "tile_px": plan.tile_px, "halo_px": plan.halo_px,
                           "exact_halo_px": plan.exact_halo_px, "tile_bytes": plan.tile_bytes,
-                          "budget_bytes": plan.budget_bytes})
+                          "budget_bytes": plan.budget_bytes, "held_bytes": plan.held_bytes})
 
 
 @dataclass
@@ -123,11 +126,12 @@ def segment_in_tiles(
     info = segmenter.info
     want_probs = segmenter.options.want_probs
     output = "logits" if want_probs else "labels"
-    plan = plan_tiles(segmenter, image.height, image.width, output)
-    if plan.mode != "whole" or segmenter.options.tiling != "auto":
-        on_event(plan_event(plan))
     labels = np.zeros((image.height, image.width), np.uint8)
     probs = np.zeros((info.config.num_classes, image.height, image.width), np.float32) if want_probs else None
+    held = image.pixels.nbytes + labels.nbytes + (probs.nbytes if probs is not None else 0)
+    plan = plan_tiles(segmenter, image.height, image.width, output, held_bytes=held)
+    if plan.mode != "whole" or segmenter.options.tiling != "auto":
+        on_event(plan_event(plan))
     source = array_source(image.pixels, lambda pixels: to_model_input(
         ImageData(pixels), info.config.in_channels, info.mean, info.std))
     outcome: TilingOutcome = run_tiles(

@@ -31,6 +31,9 @@ MOBILE_CONFIG = MobileUNetConfig(num_classes=11, width=0.75)
 PLAIN_CONFIG = PlainUNetConfig(num_classes=11)
 
 
+WARMUP_RUNS = 2  # a process's first run allocates for good (+20 MB at 1024), its second still +8 MB; then steady
+
+
 def build_model(kind: str) -> tuple[nn.Module, str]:
     """(model in eval mode, where its weights came from): the shipped MobileUNet when installed."""
     torch.manual_seed(0)
@@ -124,7 +127,8 @@ def inference_case(probe: Probe, kind: str, size: int, config: str, repeats: int
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)  # CUDA calls return before the kernels finish
 
-    measured()  # warm-up: oneDNN primitives, ORT arenas, first-touch of weights
+    for _ in range(WARMUP_RUNS):  # oneDNN primitives, ORT arenas, first touch of weights, thread arenas
+        measured()
     probe.start()
     seconds = median_seconds(measured, repeats=repeats, warmup=0)
     result: dict[str, Any] = {"peak_bytes": probe.peak_bytes(), "seconds": seconds, "weights": weights}

@@ -11,7 +11,6 @@ dropped and redone on resume. Ray is imported inside functions: `leanseg.core` w
 """
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -24,7 +23,7 @@ from ..jobs.batch_plan import BatchSettings
 from ..jobs.manifest import ImageRecord
 from ..model.checkpoint import LoadedModel, save_checkpoint
 from ..predict import InferenceOptions, Segmenter
-from .actors import RECORD_COLUMN, TASK_COLUMN, ManifestKeeper, SegmentingActor, task_to_json
+from .dispatch import chunked, dispatch, start_actors
 
 INSTALL_HINT = "install the cluster extra: pip install 'leanseg[cluster]'"
 
@@ -55,7 +54,6 @@ def import_ray() -> Any:
     """The ray module, or RayBatchError saying how to install it."""
     try:
         import ray
-        import ray.data  # noqa: F401
     except ImportError as err:
         raise RayBatchError(f"--ray needs Ray, which is not installed ({err}); {INSTALL_HINT}") from err
     return ray
@@ -83,59 +81,40 @@ def run_batch_on_ray(
     # the fingerprint reads weights and precision only: an eager CPU Segmenter compiles nothing
     fingerprint = model_fingerprint(Segmenter(loaded, replace(options, engine="eager", device="cpu")))
     manifest, plan, summary = open_batch(settings, fingerprint, loaded.info.class_names, "on Ray", on_event)
-    manifest.close()  # the keeper actor reopens it
     todo = len(plan.tasks)
 
     def stopping() -> bool:
         return bool((cancel and cancel.is_set()) or (stop_after_current and stop_after_current.is_set()))
 
     if todo == 0 or stopping():
+        manifest.close()
         summary.cancelled = todo > 0
         return finish_summary(summary, todo, start, on_event)
-    started_ray = _connect(ray, ray_options.address)
+    started_ray = False
+    actors: list[Any] = []
     try:
+        started_ray = _connect(ray, ray_options.address)
         pool = _pool_size(ray, ray_options, options)
         on_event(JobEvent("plan", f"ray: {pool.describe()}, batches of {ray_options.batch_size} image(s)",
                           data=pool.__dict__))
-        keeper = _start_keeper(ray, settings.out_dir, fingerprint, loaded.info.class_names, _checkpoint_bytes(loaded))
-        dataset = ray.data.from_items([{TASK_COLUMN: task_to_json(t)} for t in plan.tasks],
-                                      override_num_blocks=math.ceil(todo / ray_options.batch_size))
-        records = dataset.map_batches(
-            SegmentingActor,
-            batch_size=ray_options.batch_size,
-            batch_format="numpy",
-            compute=ray.data.ActorPoolStrategy(size=pool.actors),
-            num_cpus=ray_options.threads_per_actor,
-            num_gpus=1 if pool.gpu else 0,
-            fn_constructor_kwargs={
-                "options": replace(options, device="cuda" if pool.gpu else "cpu"),
-                "threads": ray_options.threads_per_actor,
-                "keeper": keeper,
-            },
-        )
-        batches = iter(records.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0))
+        actors = start_actors(ray, pool.actors, pool.threads, pool.gpu, options, _checkpoint_bytes(loaded))
+        first_at: float | None = None
         try:
-            first_at: float | None = None
-            for batch in batches:
-                for text in batch[RECORD_COLUMN]:
-                    record = ImageRecord.from_json(_loads(text))
+            for records in dispatch(ray, actors, chunked(plan.tasks, ray_options.batch_size), manifest, stopping):
+                for record in records:
                     first_at = first_at or time.perf_counter()
                     summary.records.append(record)
                     _report(record, len(summary.records), todo, settings, first_at, on_event)
-                if stopping():
-                    summary.cancelled = len(summary.records) < todo
-                    break
         except ray.exceptions.RayError as err:  # an actor could not start, or the cluster went away
             raise RayBatchError(f"the Ray job stopped: {_summary_line(err)}; finished images are recorded in "
                                 f"{settings.out_dir}, run again to resume") from err
-        finally:
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()  # stops Ray Data's executor: the actor pool goes away
-            ray.get(keeper.close.remote())  # final manifest.json and summary.csv
+        summary.cancelled = len(summary.records) < todo
     finally:
+        for actor in actors:  # chunks still in flight are dropped: their images stay pending
+            ray.kill(actor)
+        manifest.close()  # final manifest.json and summary.csv
         if started_ray:
-            ray.shutdown()  # ends this job: any actor still running is stopped
+            ray.shutdown()
     return finish_summary(summary, todo, start, on_event)
 
 
@@ -184,25 +163,7 @@ def _connect(ray: Any, address: str | None) -> bool:
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
         raise RayBatchError(f"could not connect to {where}: {err}; start one with `ray start --head` "
                                   "(see README, 'Running on a Ray cluster')") from err
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = False  # leanseg reports progress itself
-    context.print_on_execution_start = False
-    for handler in logging.getLogger("ray.data").handlers:  # keep Ray Data's info lines off the console
-        if not isinstance(handler, logging.FileHandler):
-            handler.setLevel(logging.ERROR)
     return True
-
-
-def _start_keeper(ray: Any, out_dir: Path, fingerprint: dict[str, Any], class_names: tuple[str, ...],
-                  checkpoint: bytes) -> Any:
-    """The ManifestKeeper actor, on this (the driver's) node, taking no CPU from the pool."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    keeper_class = ray.remote(num_cpus=0, max_concurrency=16, scheduling_strategy=here)(ManifestKeeper)
-    keeper = keeper_class.remote(str(out_dir), fingerprint, class_names, ray.put(checkpoint))
-    ray.get(keeper.__ray_ready__.remote())
-    return keeper
 
 
 def _checkpoint_bytes(loaded: LoadedModel) -> bytes:
@@ -218,13 +179,6 @@ def _checkpoint_bytes(loaded: LoadedModel) -> bytes:
 def _summary_line(err: BaseException) -> str:
     lines = [line for line in str(err).splitlines() if line.strip()]
     return lines[-1] if lines else type(err).__name__
-
-
-def _loads(text: Any) -> dict[str, Any]:
-    import json
-
-    data: dict[str, Any] = json.loads(str(text))
-    return data
 
 
 def _report(record: ImageRecord, done: int, todo: int, settings: BatchSettings, first_at: float,

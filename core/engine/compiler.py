@@ -16,6 +16,7 @@ from .fold import fold_batchnorm, remove_no_ops
 from .fuse import ConvAct, fuse_conv_activation
 from .head import LabelsHead, labels_head
 from .layout import to_channels_last
+from .liveness import free_shape_only_reads, shape_of
 from .plan import Plan
 from .virtual import fuse_concat_inputs
 
@@ -26,7 +27,7 @@ _KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, nn.BatchNorm2d, n
                   nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample)
 _KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, torch.mul, torch.cat, F.interpolate,
                     F.max_pool2d, F.avg_pool2d, F.relu, F.relu6, F.hardswish, F.silu, torch.relu, crop_like,
-                    pad_to_multiple}
+                    pad_to_multiple, shape_of}
 
 
 def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype = torch.float32,
@@ -50,6 +51,7 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
         f"removed {remove_no_ops(graph_module)} identity/dropout nodes",
         f"folded {fold_batchnorm(graph_module)} BatchNorm layers into convolutions",
         f"fused {fuse_conv_activation(graph_module)} conv + activation pairs",
+        f"{free_shape_only_reads(graph_module.graph, (crop_like,))} crops read their reference's shape only",
     ]
     if bands:
         notes.append(f"{split_inverted_residuals(graph_module)} inverted-residual blocks run in row bands")

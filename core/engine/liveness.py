@@ -43,3 +43,32 @@ def in_place_add_operand(node: fx.Node, dying: list[fx.Node]) -> int | None:
         if isinstance(operand, fx.Node) and operand in dying and node.args.count(operand) == 1:
             return index
     return None
+
+
+def shape_of(value: torch.Tensor) -> torch.Tensor:
+    """A stand-in with `value`'s shape and device but one byte of storage: an expanded uint8 scalar.
+
+    Not floating point, so the executor never makes it channels_last (which would materialise it).
+    """
+    return torch.empty((), dtype=torch.uint8, device=value.device).expand(value.shape)
+
+
+def free_shape_only_reads(graph: fx.Graph, shape_readers: tuple[object, ...], argument: int = 1) -> int:
+    """Give each `shape_readers` call (e.g. crop_like(y, reference)) a shape stand-in of its reference.
+
+    The reference (often the network's input) would otherwise stay alive until that late reader;
+    with the stand-in made right after it, it dies after its last real reader. Returns the count.
+    """
+    count = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target not in shape_readers or len(node.args) <= argument:
+            continue
+        reference = node.args[argument]
+        if not isinstance(reference, fx.Node) or len(reference.users) < 2:
+            continue
+        with graph.inserting_after(reference):
+            stand_in = graph.call_function(shape_of, (reference,))
+        node.update_arg(argument, stand_in)
+        count += 1
+    graph.lint()
+    return count

@@ -38,7 +38,8 @@ class TilingPlan:
     stride: int  # the model's total stride; tile origins are multiples of it
     exact_halo_px: int  # the receptive-field halo, used when a whole-image pass must be split
     tile_bytes: int | None = None  # predicted peak of the largest tile
-    budget_bytes: int | None = None  # the budget the plan was sized for
+    budget_bytes: int | None = None  # the budget the plan was sized for: tiles plus held_bytes
+    held_bytes: int = 0  # what the job holds besides the tile: the image and its output arrays
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -60,8 +61,10 @@ class TilingPlan:
 
     def describe(self) -> str:
         """One line for the CLI and the job events."""
-        over = self.tile_bytes is not None and self.budget_bytes is not None and self.tile_bytes > self.budget_bytes
-        budget = (f" {'over' if over else 'within'} budget {format_bytes(self.budget_bytes)}"
+        over = (self.tile_bytes is not None and self.budget_bytes is not None
+                and self.tile_bytes + self.held_bytes > self.budget_bytes)
+        held = f" with {format_bytes(self.held_bytes)} of image and outputs" if self.held_bytes else ""
+        budget = (f"{held} {'over' if over else 'within'} budget {format_bytes(self.budget_bytes)}"
                   if self.budget_bytes else "")
         estimate = f", estimated peak {format_bytes(self.tile_bytes)}" if self.tile_bytes else ""
         if self.mode == "whole":
@@ -85,26 +88,31 @@ def grow_box(core: Box, halo_px: int, height: int, width: int) -> Box:
 
 
 def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile_bytes: TileBytes,
-                  stride: int, exact_halo_px: int, fast_halo_px: int | None = None) -> TilingPlan:
+                  stride: int, exact_halo_px: int, fast_halo_px: int | None = None, held_bytes: int = 0) -> TilingPlan:
     """Pick whole-image or tiled inference and the largest tile core whose estimate fits the budget.
 
     mode: 'auto' (whole if it fits, else exact tiles), 'off' (whole), 'exact' or 'fast' (tiles that
-    fit; one tile when the whole image fits).
+    fit; one tile when the whole image fits). The budget covers the whole job: a tile gets what
+    `held_bytes` (the image and its outputs, held throughout) leaves. The largest tile that fits is
+    used, not a smaller even split: fewer, larger tiles read less halo, and the peak stays at the
+    budget whatever the image size.
     """
     if mode not in ("auto", "off", "exact", "fast"):
         raise ValueError(f"unknown tiling mode {mode!r}; valid: auto, exact, fast, off")
     fast_halo = fast_halo_px if fast_halo_px is not None else FAST_HALO_STRIDES * stride
     whole_px = -(-max(height, width) // stride) * stride
     whole_bytes = tile_bytes(_padded(height, stride), _padded(width, stride))
-    if mode == "off" or (mode == "auto" and whole_bytes <= budget_bytes):
-        return TilingPlan("whole", height, width, whole_px, 0, stride, exact_halo_px, whole_bytes, budget_bytes)
+    tile_budget = budget_bytes - held_bytes
+    if mode == "off" or (mode == "auto" and whole_bytes <= tile_budget):
+        return TilingPlan("whole", height, width, whole_px, 0, stride, exact_halo_px, whole_bytes, budget_bytes,
+                          held_bytes)
     tiled_mode = "fast" if mode == "fast" else "exact"
     halo = min(fast_halo, exact_halo_px) if tiled_mode == "fast" else exact_halo_px
 
     def fits(cores: int) -> tuple[bool, int]:
         side = cores * stride
         need = tile_bytes(_padded(min(side + 2 * halo, height), stride), _padded(min(side + 2 * halo, width), stride))
-        return need <= budget_bytes, need
+        return need <= tile_budget, need
 
     low, high = MIN_TILE_STRIDES, max(MIN_TILE_STRIDES, whole_px // stride)
     while low < high:  # the largest core count that fits (or the smallest tile when none does)
@@ -113,15 +121,8 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
             low = middle
         else:
             high = middle - 1
-    tile_px = _balanced(max(height, width), low * stride, stride)
-    return TilingPlan(tiled_mode, height, width, tile_px, halo, stride, exact_halo_px, fits(tile_px // stride)[1],
-                      budget_bytes)
-
-
-def _balanced(side: int, max_tile_px: int, stride: int) -> int:
-    """The smallest stride-aligned tile that needs no more tiles along `side` than max_tile_px does."""
-    count = -(-side // max_tile_px)
-    return min(max_tile_px, _padded(-(-side // count), stride))
+    return TilingPlan(tiled_mode, height, width, low * stride, halo, stride, exact_halo_px, fits(low)[1],
+                      budget_bytes, held_bytes)
 
 
 def _padded(pixels: int, stride: int) -> int:

@@ -177,7 +177,8 @@ def to_model_input(image: ImageData, in_channels: int, mean: tuple[float, ...], 
     elif in_channels == 1 and pixels.ndim == 3:
         pixels = cv2.cvtColor(pixels, cv2.COLOR_RGB2GRAY)
     chw = pixels[None] if pixels.ndim == 2 else np.moveaxis(pixels, -1, 0)
-    out = chw.astype(np.float32) * scale
+    out = chw.astype(np.float32)  # the only copy: scaled and normalised in place
+    out *= scale
     mean_arr = np.asarray(mean, np.float32)[:, None, None]
     std_arr = np.asarray(std, np.float32)[:, None, None]
     out -= mean_arr

@@ -93,6 +93,26 @@ def test_choose_tiling_from_the_budget() -> None:
     assert "tiling fast" in fast.describe() and "halo 192 px" in fast.describe()
 
 
+def test_the_budget_covers_the_image_and_its_outputs() -> None:
+    def tile_bytes(height: int, width: int) -> int:
+        return 100 * height * width
+
+    budget = 100 * 1500 * 1500
+    alone = choose_tiling(4096, 4096, mode="exact", budget_bytes=budget, tile_bytes=tile_bytes, stride=32,
+                          exact_halo_px=320)
+    held = budget // 3
+    sharing = choose_tiling(4096, 4096, mode="exact", budget_bytes=budget, tile_bytes=tile_bytes, stride=32,
+                            exact_halo_px=320, held_bytes=held)
+    assert sharing.tile_px < alone.tile_px
+    assert sharing.tile_bytes is not None and sharing.tile_bytes + held <= budget
+    # the largest tile that fits, not a smaller even split: one more stride would not fit
+    assert tile_bytes(sharing.tile_px + 32 + 640, sharing.tile_px + 32 + 640) + held > budget
+    assert "of image and outputs within budget" in sharing.describe()
+    whole = choose_tiling(1024, 1024, mode="auto", budget_bytes=100 * 1100 * 1100, tile_bytes=tile_bytes, stride=32,
+                          exact_halo_px=320, held_bytes=100 * 1100 * 1100 - 100 * 1024 * 1024 + 1)
+    assert whole.mode == "exact"  # the whole image alone would fit, not beside what the job holds
+
+
 def test_eager_estimate_grows_with_pixels(small_unet: torch.nn.Module) -> None:
     estimate = eager_peak_estimator(small_unet, 3)
     small, large = estimate((1, 3, 256, 256)), estimate((1, 3, 512, 512))
@@ -108,7 +128,7 @@ def test_segmenter_tiles_under_a_small_budget_and_reports_each_tile(unet_checkpo
     image = ImageData(pixels)
     reference = cpu_segmenter(unet_checkpoint, tiling="off", engine="eager").segment(image).labels
     events: list[JobEvent] = []
-    tiled_segmenter = cpu_segmenter(unet_checkpoint, memory_budget=1_000_000, engine=engine)
+    tiled_segmenter = cpu_segmenter(unet_checkpoint, memory_budget=600_000, engine=engine)
     result = tiled_segmenter.segment(image, on_event=events.append)
     plans = [e for e in events if e.kind == "plan"]
     tiles = [e for e in events if e.kind == "tile"]

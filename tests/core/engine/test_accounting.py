@@ -43,6 +43,21 @@ def test_estimate_peak_matches_the_run(model: torch.nn.Module) -> None:
             assert plan.last_stats is not None and predicted == plan.last_stats.peak_bytes
 
 
+def test_the_input_copy_dies_after_its_first_reader(model: torch.nn.Module) -> None:
+    """The final crop reads only the input's shape, so the engine's copy of the input is freed early."""
+    plan = compile(model, device="cpu")
+    assert any("read their reference's shape only" in note for note in plan.describe().splitlines())
+    shape = (1, 3, 64, 96)
+    plan.run(torch.randn(shape))
+    assert plan.last_stats is not None
+    steps = {s.name: s for s in plan.last_stats.steps}
+    input_copy = 3 * 64 * 96 * 4
+    first_conv = steps["encoder.blocks.0.0"]
+    # after the first conv: its output only (16 channels at half resolution), not the input copy too
+    assert first_conv.live_bytes < first_conv.peak_bytes
+    assert first_conv.peak_bytes - first_conv.live_bytes >= input_copy
+
+
 def test_bands_lower_the_peak(model: torch.nn.Module) -> None:
     whole = compile(model, device="cpu", bands=False, head=False)
     banded = compile(model, device="cpu")
