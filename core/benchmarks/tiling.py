@@ -47,8 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tile-image", type=Path, default=SAMPLE, help="picture scaled up to each size")
     group.add_argument("--agreement", type=int, default=2048, metavar="N",
                        help="compare tiled and whole-image logits at N x N (0: skip; default 2048)")
-    group.add_argument("--fast-halos", default="32,64,96,128", metavar="PX,PX,...",
-                       help="fast-mode halos compared in the --agreement run (default 32,64,96,128)")
+    group.add_argument("--agreement-budget", type=parse_bytes, default=parse_bytes("256MB"), metavar="SIZE",
+                       help="budget of the --agreement run, small enough to tile (default 256MB: 2x2 tiles at 2048)")
+    group.add_argument("--fast-halos", default="64,128,192", metavar="PX,PX,...",
+                       help="fast-mode halos compared in the --agreement run (default 64,128,192)")
     group.add_argument("--large-tiff", type=int, default=0, metavar="N",
                        help="also segment an N x N uncompressed TIFF from a memory map (0: skip)")
     group.add_argument("--large-tiling", default="auto", choices=("auto", "exact", "fast"),
@@ -142,9 +144,10 @@ def run(args: argparse.Namespace) -> int:
     payload: dict[str, Any] = {"model": model_name, "threads": args.threads, "device": args.device,
                                "tile_budget": args.tile_budget, "rows": rows}
     if args.agreement:
-        print(f"\nagreement at {args.agreement}x{args.agreement} ...", flush=True)
+        print(f"\nagreement at {args.agreement}x{args.agreement}, budget {format_bytes(args.agreement_budget)} ...",
+              flush=True)
         agreement = run_case(f"{__name__}_agreement:agreement_case", {
-            "size": args.agreement, "budget": args.tile_budget, "model": model, "image": str(args.tile_image),
+            "size": args.agreement, "budget": args.agreement_budget, "model": model, "image": str(args.tile_image),
             "device": args.device, "halos": [int(h) for h in args.fast_halos.split(",") if h.strip()]},
             threads=args.threads, timeout=3600)
         payload["agreement"] = agreement
