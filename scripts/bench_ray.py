@@ -1,6 +1,6 @@
 """Benchmark `leanseg batch --ray`: images/s with 2 actors x 1 thread against 1 actor x 1 thread.
 
-    .venv/bin/python scripts/bench_ray.py [--model M] [--images 40] [--repeats 3] [--quick]
+    .venv/bin/python scripts/bench_ray.py [--model M] [--images 80] [--repeats 3] [--quick]
 
 A real local cluster (a head node and a worker node of 1 CPU each, separate `ray start` process
 trees on loopback addresses) runs the same N CamVid val images (360x480, labels + overlay PNGs)
@@ -10,7 +10,9 @@ The rate is counted after warm-up: from the moment the first `warmup` images hav
 compilation are left out; the wall time of the whole run is reported beside it. Bar: the median
 ratio (2 actors / 1 actor) >= 1.6. Without --model, a random-init MobileUNetConfig(num_classes=11,
 width=0.75) is used (speed does not depend on weights). The machine's load average is printed:
-the bar is only meaningful on a quiet machine.
+the bar is only meaningful on a quiet machine. Beside each run, the CPU that each role used in the
+same window is sampled (bench_ray_cpu.py): the actors, the driver, Ray's own processes, and
+everything else on the machine (`other`: another user's work shows there).
 """
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ def _load() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=None, help="checkpoint; default: random-init CamVid config")
-    parser.add_argument("--images", type=int, default=40, help="CamVid val images per run (default 40)")
+    parser.add_argument("--images", type=int, default=80, help="CamVid val images per run (default 80)")
     parser.add_argument("--repeats", type=int, default=3, help="alternating rounds (default 3)")
     parser.add_argument("--batch-size", type=int, default=2, help="images per actor call (default 2)")
     parser.add_argument("--data", type=Path, default=DATA, help="CamVid folder with val/")
@@ -71,6 +73,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.images, args.repeats = 16, 1
+
+    from bench_ray_cpu import CpuSampler
 
     from leanseg.core.benchmarks.bench_inputs import link_images, random_camvid_model
     from leanseg.core.benchmarks.measure import run_case
@@ -87,6 +91,7 @@ def main() -> int:
     print(f"before: {load_before}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="leanseg_bench_ray_"))
     rounds: list[dict[str, Any]] = []
+    cpu_rows: list[dict[str, Any]] = []
     try:
         model = str(args.model or random_camvid_model(work / "camvid_random.safetensors"))
         image_dir = link_images(args.data / "val", args.images, work / "in")
@@ -97,10 +102,13 @@ def main() -> int:
                 row: dict[str, Any] = {"round": round_index + 1}
                 for actors, threads in configurations:
                     out_dir = work / f"out_{round_index}_{actors}x{threads}"
-                    result = run_case("bench_ray:case_ray", {
-                        "model": model, "image_dir": str(image_dir), "out_dir": str(out_dir),
-                        "address": cluster.address, "actors": actors, "threads": threads,
-                        "batch_size": args.batch_size, "warmup": warmup}, threads=1, timeout=1800)
+                    with CpuSampler(out_dir) as sampler:
+                        result = run_case("bench_ray:case_ray", {
+                            "model": model, "image_dir": str(image_dir), "out_dir": str(out_dir),
+                            "address": cluster.address, "actors": actors, "threads": threads,
+                            "batch_size": args.batch_size, "warmup": warmup}, threads=1, timeout=1800,
+                            user_malloc=True)
+                    cpu_rows.append({"round": round_index + 1, "actors": actors, **sampler.breakdown(warmup)})
                     if "error" in result:
                         raise SystemExit(f"{actors} actor(s) round {round_index + 1}: {result['error']}")
                     shutil.rmtree(out_dir, ignore_errors=True)
@@ -122,9 +130,13 @@ def main() -> int:
     print(f"median: 1 actor x 1 thread {one:.3f} img/s, 2 actors x 1 thread {two:.3f} img/s, ratio {ratio:.2f} "
           f"(bar >= 1.6: {'PASS' if ratio >= 1.6 else 'FAIL'})")
     print(f"before: {load_before}; after: {load_after}")
+    print("\nCPU by role in the same window (cores: CPUs busy on average, of 2; ms/img: CPU time per image)")
+    print(format_table(cpu_rows, ["round", "actors", "images", "actors cores", "actors ms/img", "driver ms/img",
+                                  "ray ms/img", "other cores"]))
     payload = {"images": args.images, "batch_size": args.batch_size, "warmup_images": warmup,
                "model": str(args.model) if args.model else "random-init MobileUNetConfig(11, width=0.75)",
-               "rounds": rounds, "one_actor_images_per_s": one, "two_actors_images_per_s": two, "ratio": ratio,
+               "rounds": rounds, "cpu": cpu_rows, "one_actor_images_per_s": one, "two_actors_images_per_s": two,
+               "ratio": ratio,
                "load_before": load_before, "load_after": load_after}
     print(f"JSON: {write_json(args.json, payload)}")
     return 0
