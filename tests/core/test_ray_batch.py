@@ -163,3 +163,32 @@ def test_cluster_batch_killed_midway_resumes(
         assert (after.st_ino, after.st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns), key
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp") or p.name.endswith(".jsonl")]
     _assert_same_outputs(out, local_reference)
+
+
+def test_cluster_batch_ctrl_c_stops_at_once_and_resumes(
+    cluster: LocalRayCluster, batch_inputs: tuple[Path, Path], local_reference: Path, tmp_path: Path
+) -> None:
+    folder, checkpoint = batch_inputs
+    out = tmp_path / "out"
+    command = _command(folder, out, checkpoint, cluster.address, "--ray-batch-size", "2")
+    env = {**os.environ, **cluster.driver_env}
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 240
+    while not (out.is_dir() and len(recorded_ok(out)) >= 4):
+        assert driver.poll() is None, driver.communicate()
+        assert time.monotonic() < deadline, "no records after 240 s"
+        time.sleep(0.01)
+    driver.send_signal(signal.SIGINT)  # on Ray, "after the current image" stops at once: chunks in flight are dropped
+    stdout, stderr = driver.communicate(timeout=120)
+    assert driver.returncode == 130, stdout + stderr
+    assert "stopping after the current image" in stderr and "Traceback" not in stderr, stderr
+    _wait_until_quiet(out)  # the actors were killed: nothing more is written
+    assert not (out / "manifest.journal.jsonl").exists()  # closed: the snapshot holds every record
+    finished = recorded_ok(out)
+    assert 4 <= len(finished) < IMAGES, "the stop must land mid-run"
+
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr
+    assert f"{len(finished)} finished before" in resumed.stdout, resumed.stdout + resumed.stderr
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp") or p.name.endswith(".jsonl")]
+    _assert_same_outputs(out, local_reference)
