@@ -4,7 +4,9 @@ Configurations, each in its own subprocess: eager whole image, engine whole imag
 fit in a quarter of the available memory), engine tiled exact and fast under --tile-budget.
 The input image (a CamVid sample scaled up) is made after the probe starts, so the peak
 includes the input and output arrays. `--agreement N` compares tiled with whole-image
-logits at N x N. Writes bench_tiling.json and bench_tiling.png.
+logits at N x N. `--large-tiff N` segments an N x N uncompressed TIFF from a memory map, in a
+child with glibc's default malloc (the peak RSS a user's process reaches, not just live bytes).
+Writes bench_tiling.json and bench_tiling.png.
 """
 from __future__ import annotations
 
@@ -175,7 +177,7 @@ def _run_large(args: argparse.Namespace, model: str | None) -> dict[str, Any]:
         result = run_case(f"{__name__}_large:large_tiff_case", {
             "path": str(path), "budget": args.tile_budget, "tiling": args.large_tiling,
             "max_tiles": args.large_max_tiles, "model": model, "device": args.device},
-            threads=args.threads, timeout=4 * 3600)
+            threads=args.threads, timeout=4 * 3600, user_malloc=True)  # glibc's defaults: the RSS a user sees
     finally:
         path.unlink(missing_ok=True)
     if "error" not in result:
