@@ -49,8 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tile-image", type=Path, default=SAMPLE, help="picture scaled up to each size")
     group.add_argument("--agreement", type=int, default=2048, metavar="N",
                        help="compare tiled and whole-image logits at N x N (0: skip; default 2048)")
-    group.add_argument("--agreement-budget", type=parse_bytes, default=parse_bytes("256MB"), metavar="SIZE",
-                       help="budget of the --agreement run, small enough to tile (default 256MB: 2x2 tiles at 2048)")
+    group.add_argument("--agreement-budget", type=parse_bytes, default=parse_bytes("160MB"), metavar="SIZE",
+                       help="budget of the --agreement run, small enough to tile (default 160MB: 2x2 tiles at 2048)")
     group.add_argument("--fast-halos", default="64,128,192", metavar="PX,PX,...",
                        help="fast-mode halos compared in the --agreement run (default 64,128,192)")
     group.add_argument("--large-tiff", type=int, default=0, metavar="N",

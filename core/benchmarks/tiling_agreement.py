@@ -40,8 +40,9 @@ def agreement_case(probe: Probe, size: int, budget: int, model: str | None, imag
     top_two = np.sort(whole, axis=0)[-2:]
     decided = (top_two[1] - top_two[0]) > TIE_LOGITS
     del top_two
-    exact = plan_tiles(segmenter, size, size, "logits", mode="exact", budget_bytes=budget)
-    fast = plan_tiles(segmenter, size, size, "logits", mode="fast", budget_bytes=budget)
+    held = pixels.nbytes + size * size  # the image and its labels, as a user's run plans its tiles
+    exact = plan_tiles(segmenter, size, size, "labels", mode="exact", budget_bytes=budget, held_bytes=held)
+    fast = plan_tiles(segmenter, size, size, "labels", mode="fast", budget_bytes=budget, held_bytes=held)
     plans = [exact] + [replace(fast, halo_px=halo) for halo in halos]
     rows = []
     for plan in plans:
