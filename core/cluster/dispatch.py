@@ -45,13 +45,13 @@ def dispatch(ray: Any, actors: list[Any], chunks: list[list[ImageTask]], manifes
     in flight are left to the caller, which kills the actors; their images stay pending (redone on resume).
     """
     waiting = deque(chunks)
-    in_flight: dict[Any, tuple[Any, list[ImageTask]]] = {}  # ObjectRef -> (actor, its chunk)
+    in_flight: dict[Any, Any] = {}  # ObjectRef of a chunk's records -> the actor segmenting it
 
     def hand_out(actor: Any) -> None:
         chunk = waiting.popleft()
         for task in chunk:  # pending before any output can be written
             manifest.begin(task.key, list(task.outputs.values()))
-        in_flight[actor.segment.remote([task_to_json(task) for task in chunk])] = (actor, chunk)
+        in_flight[actor.segment.remote([task_to_json(task) for task in chunk])] = actor
 
     for _ in range(IN_FLIGHT_PER_ACTOR):
         for actor in actors:
@@ -60,7 +60,7 @@ def dispatch(ray: Any, actors: list[Any], chunks: list[list[ImageTask]], manifes
     while in_flight and not stopping():
         ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_S)
         for ref in ready:
-            actor, _chunk = in_flight.pop(ref)
+            actor = in_flight.pop(ref)
             records = ray.get(ref)  # raises if the actor failed
             if waiting:
                 hand_out(actor)  # before journalling: the actor has its next chunk queued meanwhile
