@@ -20,11 +20,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
-from leanseg.core.benchmarks.measure import Probe, run_case
+from leanseg.core.benchmarks.measure import Probe, median_seconds, run_case
 from leanseg.core.benchmarks.report import format_table, write_json
 from leanseg.core.memory import parse_bytes
 
@@ -46,13 +45,9 @@ def speed_case(probe: Probe, size: int, tiling: str, budget: int | None, model: 
 
     segmenter = Segmenter(load_bench_model(model), InferenceOptions(device="cpu", tiling=tiling, memory_budget=budget))
     image = ImageData(scaled_image(str(SAMPLE), size))
-    first = segmenter.segment(image)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        segmenter.segment(image)
-        times.append(time.perf_counter() - start)
-    return {"seconds": statistics.median(times), "plan": first.notes[0] if first.notes else "", "peak_bytes": None}
+    first = segmenter.segment(image)  # the untimed run: oneDNN primitives for this size, the tile plan
+    seconds = median_seconds(lambda: segmenter.segment(image), repeats=repeats, warmup=0)
+    return {"seconds": seconds, "plan": first.notes[0] if first.notes else "", "peak_bytes": None}
 
 
 def main() -> int:

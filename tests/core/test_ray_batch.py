@@ -134,15 +134,18 @@ def _wait_until_quiet(folder: Path, quiet_s: float = 3.0, limit_s: float = 60.0)
     raise AssertionError(f"{folder} kept changing for {limit_s} s after the driver was killed")
 
 
-def _driver_once(command: list[str], env: dict[str, str], ready: Callable[[], bool]) -> subprocess.Popen[str]:
-    """Start the batch driver and return it once `ready()` holds (it must still be running then)."""
+def _driver_once(cluster: LocalRayCluster, folder: Path, out: Path, checkpoint: Path, ready: Callable[[], bool]
+                 ) -> tuple[subprocess.Popen[str], list[str], dict[str, str]]:
+    """Start the batch driver (chunks of 2) and return it, its command and env once `ready()` holds."""
+    command = _command(folder, out, checkpoint, cluster.address, "--ray-batch-size", "2")
+    env = {**os.environ, **cluster.driver_env}
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 240
     while not ready():
         assert driver.poll() is None, driver.communicate()
         assert time.monotonic() < deadline, "the driver made no progress in 240 s"
         time.sleep(0.005)
-    return driver
+    return driver, command, env
 
 
 def test_cluster_batch_killed_midway_resumes(
@@ -150,9 +153,8 @@ def test_cluster_batch_killed_midway_resumes(
 ) -> None:
     folder, checkpoint = batch_inputs
     out = tmp_path / "out"
-    command = _command(folder, out, checkpoint, cluster.address, "--ray-batch-size", "2")
-    env = {**os.environ, **cluster.driver_env}
-    driver = _driver_once(command, env, lambda: out.is_dir() and len(list(out.glob("*_labels.png"))) >= 6)
+    driver, command, env = _driver_once(cluster, folder, out, checkpoint,
+                                        lambda: out.is_dir() and len(list(out.glob("*_labels.png"))) >= 6)
     driver.send_signal(signal.SIGKILL)
     driver.communicate()
     _wait_until_quiet(out)
@@ -176,9 +178,8 @@ def test_cluster_batch_ctrl_c_stops_at_once_and_resumes(
 ) -> None:
     folder, checkpoint = batch_inputs
     out = tmp_path / "out"
-    command = _command(folder, out, checkpoint, cluster.address, "--ray-batch-size", "2")
-    env = {**os.environ, **cluster.driver_env}
-    driver = _driver_once(command, env, lambda: out.is_dir() and len(recorded_ok(out)) >= 4)
+    driver, command, env = _driver_once(cluster, folder, out, checkpoint,
+                                        lambda: out.is_dir() and len(recorded_ok(out)) >= 4)
     driver.send_signal(signal.SIGINT)  # on Ray, "after the current image" stops at once: chunks in flight are dropped
     stdout, stderr = driver.communicate(timeout=120)
     assert driver.returncode == 130, stdout + stderr
