@@ -78,7 +78,9 @@ class CpuMemorySource:
     Peak allocated: each read takes the RSS high-water mark of the interval since the previous read.
     RSS above the RSS at either end of the interval is memory that came and went in between, so the
     interval's peak allocated is at least min(allocated_then + hwm - rss_then, allocated_now + hwm -
-    rss_now) (the min keeps a trim, where RSS falls, from reading as a peak).
+    rss_now) (the min keeps a trim, where RSS falls, from reading as a peak). A throttled read reuses the
+    allocator's last figures, so each end pairs them with the RSS read beside them, not with RSS now:
+    a stale allocated next to a fresh RSS that caught a tensor half-written would hide part of it.
     """
 
     def __init__(self, device: torch.device, use_glibc: bool = True) -> None:
@@ -87,36 +89,37 @@ class CpuMemorySource:
         self.source = SOURCE_GLIBC if self._use_glibc else SOURCE_RSS
         self._lock = threading.Lock()
         self._window = RESIDENT_HIGH_WATER.open()
-        self._previous: tuple[int, int] | None = None  # (allocated, rss) at the previous read
+        self._previous: tuple[int, int] | None = None  # (allocated, rss read beside it) at the previous read
         self._peak = 0
-        self._glibc_last: tuple[int, int] | None = None  # (allocated, reserved) at the last mallinfo2 call
+        self._glibc_last: tuple[int, int, int] | None = None  # (allocated, reserved, rss) at the last mallinfo2 call
         self._glibc_next_at = 0.0  # monotonic time before which a throttled read reuses _glibc_last
 
-    def _allocated_reserved(self, rss: int, fresh: bool) -> tuple[int, int]:
-        """mallinfo2 walks glibc's free lists (about 1 ms per 20,000 free chunks): unless `fresh`, call it
-        no more often than keeps its cost under MALLINFO2_CPU_SHARE of a core, reusing the last figures."""
+    def _allocated_reserved(self, rss: int, fresh: bool) -> tuple[int, int, int]:
+        """(allocated, reserved, the RSS read beside them). mallinfo2 walks glibc's free lists (about 1 ms
+        per 20,000 free chunks): unless `fresh`, call it no more often than keeps its cost under
+        MALLINFO2_CPU_SHARE of a core, reusing the last figures and the RSS that went with them."""
         if not self._use_glibc:
-            return rss, rss
+            return rss, rss, rss
         now = time.monotonic()
         if fresh or self._glibc_last is None or now >= self._glibc_next_at:
             cpu_before = time.thread_time()
             glibc = glibc_allocated_reserved()
             assert glibc is not None
             self._glibc_next_at = now + (time.thread_time() - cpu_before) / MALLINFO2_CPU_SHARE
-            self._glibc_last = glibc[0], glibc[1]
+            self._glibc_last = glibc[0], glibc[1], rss
         return self._glibc_last
 
     def read(self, at_s: float, engine_live: int, fresh: bool = True) -> MemorySample:
         """One sample at `at_s` seconds; `fresh` False lets a busy heap's allocator figures be reused."""
         with self._lock:
             rss, interval_hwm = RESIDENT_HIGH_WATER.take(self._window)  # RSS first: see class docstring
-            allocated, reserved = self._allocated_reserved(rss, fresh)
+            allocated, reserved, rss_beside = self._allocated_reserved(rss, fresh)
             peak = allocated
             if interval_hwm is not None and self._previous is not None:
                 allocated_then, rss_then = self._previous
-                spike = min(allocated_then + interval_hwm - rss_then, allocated + interval_hwm - rss)
+                spike = min(allocated_then + interval_hwm - rss_then, allocated + interval_hwm - rss_beside)
                 peak = max(peak, spike)
-            self._previous = (allocated, rss)
+            self._previous = (allocated, rss_beside)
             self._peak = max(self._peak, peak)
             total, available = ram_total_available()
             return MemorySample(at_s, str(self.device), allocated, reserved, self._peak, rss, total, available,
@@ -125,7 +128,7 @@ class CpuMemorySource:
     def reset_peak(self) -> None:
         with self._lock:
             rss, _ = RESIDENT_HIGH_WATER.take(self._window)
-            allocated, _ = self._allocated_reserved(rss, fresh=True)
+            allocated, _, _ = self._allocated_reserved(rss, fresh=True)
             self._previous = (allocated, rss)
             self._peak = allocated
 
