@@ -78,9 +78,13 @@ class CpuMemorySource:
     Peak allocated: each read takes the RSS high-water mark of the interval since the previous read.
     RSS above the RSS at either end of the interval is memory that came and went in between, so the
     interval's peak allocated is at least min(allocated_then + hwm - rss_then, allocated_now + hwm -
-    rss_now) (the min keeps a trim, where RSS falls, from reading as a peak). A throttled read reuses the
-    allocator's last figures, so each end pairs them with the RSS read beside them, not with RSS now:
-    a stale allocated next to a fresh RSS that caught a tensor half-written would hide part of it.
+    rss_now) (the min keeps a trim, where RSS falls, from reading as a peak). Each end pairs allocated
+    with an RSS read just after the allocator's figures, not the RSS read before them:
+    - glibc counts a big chunk as freed before its munmap returns, so a read racing a free can see
+      RSS still holding pages the allocator has let go; RSS read after clearing the high-water mark
+      (which waits for the munmap: both take the address-space lock) no longer holds them;
+    - a throttled read reuses the allocator's last figures, and with them the RSS read beside them:
+      a stale allocated next to a fresh RSS that caught a tensor half-written would hide part of it.
     """
 
     def __init__(self, device: torch.device, use_glibc: bool = True) -> None:
@@ -95,7 +99,7 @@ class CpuMemorySource:
         self._glibc_next_at = 0.0  # monotonic time before which a throttled read reuses _glibc_last
 
     def _allocated_reserved(self, rss: int, fresh: bool) -> tuple[int, int, int]:
-        """(allocated, reserved, the RSS read beside them). mallinfo2 walks glibc's free lists (about 1 ms
+        """(allocated, reserved, the RSS read just after them). mallinfo2 walks glibc's free lists (about 1 ms
         per 20,000 free chunks): unless `fresh`, call it no more often than keeps its cost under
         MALLINFO2_CPU_SHARE of a core, reusing the last figures and the RSS that went with them."""
         if not self._use_glibc:
@@ -106,7 +110,7 @@ class CpuMemorySource:
             glibc = glibc_allocated_reserved()
             assert glibc is not None
             self._glibc_next_at = now + (time.thread_time() - cpu_before) / MALLINFO2_CPU_SHARE
-            self._glibc_last = glibc[0], glibc[1], rss
+            self._glibc_last = glibc[0], glibc[1], read_rss_hwm()[0]
         return self._glibc_last
 
     def read(self, at_s: float, engine_live: int, fresh: bool = True) -> MemorySample:

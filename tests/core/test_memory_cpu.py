@@ -77,7 +77,7 @@ result["spikes"] = spikes
 # the same with the sampling thread at 10 Hz: spikes land anywhere between samples
 monitor.start()
 threaded = []
-for delay in (0.013, 0.047, 0.071):
+for delay in [0.003 + 0.0085 * step for step in range(12)]:  # across one 100 ms sampling period
     monitor.reset_peak()
     base = monitor.latest().allocated
     time.sleep(delay)
