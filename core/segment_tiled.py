@@ -102,8 +102,8 @@ def plan_event(plan: TilingPlan) -> JobEvent:
     """The 'plan' job event: what the tiler chose and why."""
     rows, cols = plan.grid
     return JobEvent("plan", plan.describe(), count=rows * cols,
-                    data={"mode": plan.mode, "grid": [rows, cols], "tile_px": plan.tile_px, "halo_px": plan.halo_px,
-                          "exact_halo_px": plan.exact_halo_px, "tile_bytes": plan.tile_bytes,
+                    data={"mode": plan.mode, "grid": [rows, cols], "tile_shape": list(plan.tile_shape),
+                          "halo_px": plan.halo_px, "exact_halo_px": plan.exact_halo_px, "tile_bytes": plan.tile_bytes,
                           "budget_bytes": plan.budget_bytes, "held_bytes": plan.held_bytes})
 
 

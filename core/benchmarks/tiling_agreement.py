@@ -51,8 +51,9 @@ def agreement_case(probe: Probe, size: int, budget: int, model: str | None, imag
         run_tiles(plan, array_source(pixels, to_input), ArraySink(labels, logits=logits), runner,
                   device=segmenter.device)
         differing = labels != whole_labels
+        tile_rows, tile_cols = plan.tile_shape
         rows.append({"mode": plan.mode, "halo px": plan.halo_px, "tiles": plan.grid[0] * plan.grid[1],
-                     "tile px": plan.tile_px, "labels agree": f"{100 * (1 - differing.mean()):.4f}%",
+                     "tile px": f"{tile_cols}x{tile_rows}", "labels agree": f"{100 * (1 - differing.mean()):.4f}%",
                      "agreement": float(1 - differing.mean()),
                      "max |logit diff|": float(np.abs(logits - whole).max()),
                      "differing labels": int(differing.sum()), "of which decided": int((differing & decided).sum()),

@@ -1,4 +1,9 @@
-"""Where the tiles go: a grid of stride-aligned cores, each read with a halo, sized to a memory budget."""
+"""Where the tiles go: a grid of stride-aligned cores, each read with a halo, sized to a memory budget.
+
+Of the grids whose largest tile fits the budget, the plan takes the one that reads the fewest pixels
+(halos included): strips the full width of the image where they fit, since a strip has a halo on two
+sides at most where a square tile inside the image has one on all four.
+"""
 from __future__ import annotations
 
 import copy
@@ -33,7 +38,7 @@ class TilingPlan:
     mode: str  # whole (one pass) | exact (halo = receptive field) | fast (smaller halo)
     height: int  # image rows
     width: int  # image columns
-    tile_px: int  # side of a tile's core, a multiple of `stride` (>= the image side for one tile)
+    tile_shape: tuple[int, int]  # (rows, columns) of a tile's core, multiples of `stride` (>= the image for one)
     halo_px: int  # input pixels read beyond the core on each side, a multiple of `stride`
     stride: int  # the model's total stride; tile origins are multiples of it
     exact_halo_px: int  # the receptive-field halo, used when a whole-image pass must be split
@@ -44,19 +49,20 @@ class TilingPlan:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"unknown tiling mode {self.mode!r}; valid: {', '.join(MODES)}")
-        if self.tile_px <= 0 or self.tile_px % self.stride:
-            raise ValueError(f"tile_px must be a positive multiple of the stride {self.stride}, got {self.tile_px}")
+        if any(side <= 0 or side % self.stride for side in self.tile_shape):
+            raise ValueError(f"tile_shape sides must be positive multiples of the stride {self.stride}, "
+                             f"got {self.tile_shape}")
         if self.halo_px < 0 or self.halo_px % self.stride:
             raise ValueError(f"halo_px must be a multiple of the stride {self.stride}, got {self.halo_px}")
 
     @property
     def grid(self) -> tuple[int, int]:
         """(tile rows, tile columns)."""
-        return -(-self.height // self.tile_px), -(-self.width // self.tile_px)
+        return -(-self.height // self.tile_shape[0]), -(-self.width // self.tile_shape[1])
 
     def tiles(self) -> list[Tile]:
         """Every tile, row by row."""
-        cores = split_box((0, self.height, 0, self.width), self.tile_px)
+        cores = split_box((0, self.height, 0, self.width), self.tile_shape)
         return [Tile(core, grow_box(core, self.halo_px, self.height, self.width)) for core in cores]
 
     def describe(self) -> str:
@@ -70,15 +76,22 @@ class TilingPlan:
         if self.mode == "whole":
             return f"whole image {self.width}x{self.height} in one pass{estimate}{budget}"
         rows, cols = self.grid
-        return (f"tiling {self.mode}: {rows}x{cols} tiles of {self.tile_px} px + halo {self.halo_px} px "
+        tile_rows, tile_cols = (min(side, whole) for side, whole in zip(self.tile_shape, (self.height, self.width)))
+        grid = "one tile" if rows == cols == 1 else f"{_count(rows, 'row')} x {_count(cols, 'column')} of tiles"
+        return (f"tiling {self.mode}: {grid} {tile_cols}x{tile_rows} px (width x height) + halo {self.halo_px} px "
                 f"(receptive field {self.exact_halo_px} px){estimate} per tile{budget}")
 
 
-def split_box(core: Box, tile_px: int) -> list[Box]:
-    """Cut a box into cores of at most tile_px, starting at its top-left corner, row by row."""
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def split_box(core: Box, tile_shape: tuple[int, int]) -> list[Box]:
+    """Cut a box into cores of at most tile_shape (rows, columns), from its top-left corner, row by row."""
     top, bottom, left, right = core
-    return [(y, min(y + tile_px, bottom), x, min(x + tile_px, right))
-            for y in range(top, bottom, tile_px) for x in range(left, right, tile_px)]
+    rows, cols = tile_shape
+    return [(y, min(y + rows, bottom), x, min(x + cols, right))
+            for y in range(top, bottom, rows) for x in range(left, right, cols)]
 
 
 def grow_box(core: Box, halo_px: int, height: int, width: int) -> Box:
@@ -89,40 +102,77 @@ def grow_box(core: Box, halo_px: int, height: int, width: int) -> Box:
 
 def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile_bytes: TileBytes,
                   stride: int, exact_halo_px: int, fast_halo_px: int | None = None, held_bytes: int = 0) -> TilingPlan:
-    """Pick whole-image or tiled inference and the largest tile core whose estimate fits the budget.
+    """Pick whole-image or tiled inference, and the tile grid that reads the fewest pixels within the budget.
 
     mode: 'auto' (whole if it fits, else exact tiles), 'off' (whole), 'exact' or 'fast' (tiles that
     fit; one tile when the whole image fits). The budget covers the whole job: a tile gets what
-    `held_bytes` (the image and its outputs, held throughout) leaves. The largest tile that fits is
-    used, not a smaller even split: fewer, larger tiles read less halo, and the peak stays at the
-    budget whatever the image size.
+    `held_bytes` (the image and its outputs, held throughout) leaves. Every grid of r rows and c
+    columns of tiles is a candidate; its cost is the pixels its tiles read, halos included, and of the
+    grids whose largest tile fits, the cheapest wins (ties: fewer tiles). When none fits, the
+    smallest tile is used and the plan says it is over budget.
     """
     if mode not in ("auto", "off", "exact", "fast"):
         raise ValueError(f"unknown tiling mode {mode!r}; valid: auto, exact, fast, off")
     fast_halo = fast_halo_px if fast_halo_px is not None else FAST_HALO_STRIDES * stride
-    whole_px = -(-max(height, width) // stride) * stride
-    whole_bytes = tile_bytes(_padded(height, stride), _padded(width, stride))
+    whole_shape = _padded(height, stride), _padded(width, stride)
+    whole_bytes = tile_bytes(*whole_shape)
     tile_budget = budget_bytes - held_bytes
     if mode == "off" or (mode == "auto" and whole_bytes <= tile_budget):
-        return TilingPlan("whole", height, width, whole_px, 0, stride, exact_halo_px, whole_bytes, budget_bytes,
+        return TilingPlan("whole", height, width, whole_shape, 0, stride, exact_halo_px, whole_bytes, budget_bytes,
                           held_bytes)
     tiled_mode = "fast" if mode == "fast" else "exact"
     halo = min(fast_halo, exact_halo_px) if tiled_mode == "fast" else exact_halo_px
+    rows, cols = _Axis(height, stride, halo), _Axis(width, stride, halo)
 
-    def fits(cores: int) -> tuple[bool, int]:
-        side = cores * stride
-        need = tile_bytes(_padded(min(side + 2 * halo, height), stride), _padded(min(side + 2 * halo, width), stride))
-        return need <= tile_budget, need
+    def need(row_count: int, col_count: int) -> int:
+        return tile_bytes(rows.largest_read(row_count), cols.largest_read(col_count))
 
-    low, high = MIN_TILE_STRIDES, max(MIN_TILE_STRIDES, whole_px // stride)
-    while low < high:  # the largest core count that fits (or the smallest tile when none does)
-        middle = (low + high + 1) // 2
-        if fits(middle)[0]:
-            low = middle
-        else:
-            high = middle - 1
-    return TilingPlan(tiled_mode, height, width, low * stride, halo, stride, exact_halo_px, fits(low)[1],
-                      budget_bytes, held_bytes)
+    best: tuple[int, int, int, int] | None = None  # (pixels read, tiles, columns, rows): ties go to full-width rows
+    for row_count in range(1, rows.most + 1):
+        if best is not None and rows.total_read(row_count) * width > best[0]:
+            break  # more rows only read more, whatever the columns
+        if need(row_count, cols.most) > tile_budget:
+            continue  # not even the narrowest columns fit beside these rows
+        low, high = 1, cols.most
+        while low < high:  # the fewest columns that fit: fewer columns read less
+            middle = (low + high) // 2
+            if need(row_count, middle) <= tile_budget:
+                high = middle
+            else:
+                low = middle + 1
+        candidate = (rows.total_read(row_count) * cols.total_read(low), row_count * low, low, row_count)
+        best = candidate if best is None else min(best, candidate)
+    row_count, col_count = (best[3], best[2]) if best is not None else (rows.most, cols.most)
+    return TilingPlan(tiled_mode, height, width, (rows.core(row_count), cols.core(col_count)), halo, stride,
+                      exact_halo_px, need(row_count, col_count), budget_bytes, held_bytes)
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """One side of the image cut into `count` stride-aligned cores, each read with the halo."""
+
+    pixels: int
+    stride: int
+    halo: int
+
+    @property
+    def most(self) -> int:
+        """The most cores: each at least MIN_TILE_STRIDES strides (one core when the side is smaller)."""
+        return max(1, self.pixels // (MIN_TILE_STRIDES * self.stride))
+
+    def core(self, count: int) -> int:
+        return _padded(-(-self.pixels // count), self.stride)
+
+    def _reads(self, count: int) -> list[int]:
+        core = self.core(count)
+        return [min(start + core + self.halo, self.pixels) - max(0, start - self.halo)
+                for start in range(0, self.pixels, core)]
+
+    def largest_read(self, count: int) -> int:
+        return _padded(max(self._reads(count)), self.stride)
+
+    def total_read(self, count: int) -> int:
+        return sum(self._reads(count))
 
 
 def _padded(pixels: int, stride: int) -> int:

@@ -30,7 +30,7 @@ class TilingOutcome:
     """What a tiled run did; `notes` are the lines a user should see."""
 
     plan: TilingPlan
-    tile_px: int  # the tile size that finished the image (smaller than planned after an OOM)
+    tile_shape: tuple[int, int]  # the tile core (rows, columns) that finished the image (smaller after an OOM)
     device: str  # where the last tile ran ('cpu' after a fallback)
     tiles_run: int = 0
     attempts: int = 0  # tile runs started, failed ones included
@@ -54,16 +54,16 @@ def run_tiles(
     MIN_TILE_STRIDES strides), then on the CPU via `cpu_runner`; a whole-image plan that fails
     continues as exact tiles. Each step is announced as a 'warning' event and kept in `notes`.
     """
-    outcome = TilingOutcome(plan, plan.tile_px, str(device))
+    outcome = TilingOutcome(plan, plan.tile_shape, str(device))
     queue: deque[Box] = deque(tile.core for tile in plan.tiles())
-    tile_px, halo_px, mode = plan.tile_px, plan.halo_px, plan.mode
+    tile_shape, halo_px, mode = plan.tile_shape, plan.halo_px, plan.mode
     min_tile_px = MIN_TILE_STRIDES * plan.stride
     while queue:
         if cancel is not None and cancel.is_set():
             raise JobCancelled()
         core = queue.popleft()
-        if max(core[1] - core[0], core[3] - core[2]) > tile_px:
-            queue.extendleft(reversed(split_box(core, tile_px)))
+        if core[1] - core[0] > tile_shape[0] or core[3] - core[2] > tile_shape[1]:
+            queue.extendleft(reversed(split_box(core, tile_shape)))
             continue
         outcome.attempts += 1
         _reset_tile_peak(device)
@@ -76,27 +76,27 @@ def run_tiles(
             failure = f"{type(err).__name__}: {err}"
         if failure:  # outside the except block: the traceback no longer pins the tile's tensors
             release_memory(device)
-            failed_px = min(tile_px, _aligned(max(core[1] - core[0], core[3] - core[2]), plan.stride))
+            failed_px = min(max(tile_shape), _aligned(max(core[1] - core[0], core[3] - core[2]), plan.stride))
             attempt = next_attempt(device, failed_px, min_tile_px, plan.stride, cpu_runner is not None)
             if attempt.action == "cpu":
                 assert cpu_runner is not None
                 runner, device = cpu_runner(), torch.device("cpu")
                 outcome.device = "cpu"
-            tile_px = attempt.tile_px
+            tile_shape = attempt.tile_px, attempt.tile_px  # square tiles from here on
             if mode == "whole":
                 mode, halo_px = "exact", plan.exact_halo_px
             outcome.notes.append(attempt.message)
-            on_event(JobEvent("warning", attempt.message, data={"error": failure, "tile_px": tile_px,
+            on_event(JobEvent("warning", attempt.message, data={"error": failure, "tile_px": attempt.tile_px,
                                                                 "device": str(device), "halo_px": halo_px}))
             queue.appendleft(core)
             continue
         outcome.tiles_run += 1
-        count = outcome.tiles_run + sum(len(split_box(box, tile_px)) for box in queue)
+        count = outcome.tiles_run + sum(len(split_box(box, tile_shape)) for box in queue)
         live = _tile_peak(device)
         on_event(JobEvent("tile", f"tile {outcome.tiles_run}/{count}" + (f", {format_bytes(live)}" if live else ""),
                           index=outcome.tiles_run - 1, count=count, live_bytes=live,
-                          data={"core": core, "tile_px": tile_px, "halo_px": halo_px, "device": str(device)}))
-    outcome.tile_px = tile_px
+                          data={"core": core, "tile_shape": tile_shape, "halo_px": halo_px, "device": str(device)}))
+    outcome.tile_shape = tile_shape
     return outcome
 
 

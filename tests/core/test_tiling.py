@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,7 @@ def pixels() -> np.ndarray:
 
 def test_exact_tiles_reproduce_whole_image(small_unet: torch.nn.Module, pixels: np.ndarray) -> None:
     field = compute_receptive_field(small_unet)
-    plan = TilingPlan("exact", 90, 134, 16, field.aligned_halo_px, field.total_stride, field.aligned_halo_px)
+    plan = TilingPlan("exact", 90, 134, (16, 16), field.aligned_halo_px, field.total_stride, field.aligned_halo_px)
     assert plan.grid == (6, 9)
     labels, logits = tiled(small_unet, pixels, plan)
     whole = whole_logits(small_unet, pixels)
@@ -58,13 +59,13 @@ def test_exact_tiles_reproduce_whole_image(small_unet: torch.nn.Module, pixels: 
 
 def test_a_halo_short_of_the_field_is_not_exact(small_unet: torch.nn.Module, pixels: np.ndarray) -> None:
     field = compute_receptive_field(small_unet)
-    plan = TilingPlan("fast", 90, 134, 16, 4, field.total_stride, field.aligned_halo_px)
+    plan = TilingPlan("fast", 90, 134, (16, 16), 4, field.total_stride, field.aligned_halo_px)
     _, logits = tiled(small_unet, pixels, plan)
     assert np.abs(logits - whole_logits(small_unet, pixels)).max() > 1e-4
 
 
 def test_cores_cover_the_image_once_and_tiles_start_on_the_stride() -> None:
-    plan = TilingPlan("exact", 1000, 700, 256, 64, 32, 320)
+    plan = TilingPlan("exact", 1000, 700, (256, 320), 64, 32, 320)
     cover = np.zeros((1000, 700), np.int32)
     for tile in plan.tiles():
         top, bottom, left, right = tile.core
@@ -72,6 +73,16 @@ def test_cores_cover_the_image_once_and_tiles_start_on_the_stride() -> None:
         assert tile.read[0] % 32 == 0 and tile.read[2] % 32 == 0
         assert tile.read[0] == max(0, top - 64) and tile.read[1] == min(1000, bottom + 64)
     assert (cover == 1).all()
+
+
+def pixels_read(plan: TilingPlan) -> int:
+    return sum((tile.read[1] - tile.read[0]) * (tile.read[3] - tile.read[2]) for tile in plan.tiles())
+
+
+def max_read_bytes(plan: TilingPlan, tile_bytes: Callable[[int, int], int]) -> int:
+    def padded(pixels: int) -> int:
+        return -(-pixels // plan.stride) * plan.stride
+    return max(tile_bytes(padded(t.read[1] - t.read[0]), padded(t.read[3] - t.read[2])) for t in plan.tiles())
 
 
 def test_choose_tiling_from_the_budget() -> None:
@@ -85,11 +96,11 @@ def test_choose_tiling_from_the_budget() -> None:
     assert whole.mode == "whole" and whole.grid == (1, 1)
     tight = choose_tiling(4096, 3000, mode="auto", budget_bytes=100 * 1200 * 1200, tile_bytes=tile_bytes,
                           stride=32, exact_halo_px=320)
-    assert tight.mode == "exact" and tight.halo_px == 320 and tight.tile_px % 32 == 0
-    assert tile_bytes(tight.tile_px + 640, tight.tile_px + 640) <= 100 * 1200 * 1200
+    assert tight.mode == "exact" and tight.halo_px == 320 and all(side % 32 == 0 for side in tight.tile_shape)
+    assert max_read_bytes(tight, tile_bytes) <= 100 * 1200 * 1200
     fast = choose_tiling(4096, 3000, mode="fast", budget_bytes=100 * 1200 * 1200, tile_bytes=tile_bytes,
                          stride=32, exact_halo_px=320)
-    assert fast.mode == "fast" and fast.halo_px == 192 and fast.tile_px > tight.tile_px
+    assert fast.mode == "fast" and fast.halo_px == 192 and pixels_read(fast) < pixels_read(tight)
     assert "tiling fast" in fast.describe() and "halo 192 px" in fast.describe()
 
 
@@ -103,14 +114,51 @@ def test_the_budget_covers_the_image_and_its_outputs() -> None:
     held = budget // 3
     sharing = choose_tiling(4096, 4096, mode="exact", budget_bytes=budget, tile_bytes=tile_bytes, stride=32,
                             exact_halo_px=320, held_bytes=held)
-    assert sharing.tile_px < alone.tile_px
+    assert pixels_read(sharing) > pixels_read(alone) and max_read_bytes(alone, tile_bytes) + held > budget
     assert sharing.tile_bytes is not None and sharing.tile_bytes + held <= budget
-    # the largest tile that fits, not a smaller even split: one more stride would not fit
-    assert tile_bytes(sharing.tile_px + 32 + 640, sharing.tile_px + 32 + 640) + held > budget
+    assert max_read_bytes(sharing, tile_bytes) == sharing.tile_bytes
     assert "of image and outputs within budget" in sharing.describe()
     whole = choose_tiling(1024, 1024, mode="auto", budget_bytes=100 * 1100 * 1100, tile_bytes=tile_bytes, stride=32,
                           exact_halo_px=320, held_bytes=100 * 1100 * 1100 - 100 * 1024 * 1024 + 1)
     assert whole.mode == "exact"  # the whole image alone would fit, not beside what the job holds
+
+
+def test_strips_where_they_fit_read_the_fewest_pixels() -> None:
+    def tile_bytes(height: int, width: int) -> int:
+        return 50 * height * width
+
+    # a strip of 2048 x (1024 + 192) fits, the whole image does not: two strips, one halo each
+    plan = choose_tiling(2048, 2048, mode="fast", budget_bytes=50 * 2048 * 1300, tile_bytes=tile_bytes, stride=32,
+                         exact_halo_px=320)
+    assert plan.grid == (2, 1)  # full-width rows: a memory-mapped image is read in contiguous runs
+    assert pixels_read(plan) == 2048 * (2048 + 2 * 192)  # not the 4 x 1216^2 of 2x2 square tiles
+    assert "2 rows x 1 column of tiles 2048x1024 px (width x height) + halo 192 px" in plan.describe()
+
+
+@pytest.mark.parametrize("height,width,budget_px,held_px", [
+    (2048, 2048, 1300 * 2048, 0), (4096, 4096, 5_000_000, 1_000_000), (1000, 3000, 700 * 900, 0),
+    (5000, 700, 400 * 700, 50_000), (777, 1333, 300 * 300, 0),
+])
+def test_the_plan_is_the_cheapest_grid_that_fits(height: int, width: int, budget_px: int, held_px: int) -> None:
+    def tile_bytes(rows: int, cols: int) -> int:
+        return 40 * rows * cols + 5 * max(rows, cols) ** 2  # not a function of the pixel count alone
+
+    def aligned(pixels: int) -> int:
+        return -(-pixels // 32) * 32
+
+    budget, held = 45 * budget_px, 45 * held_px
+    plan = choose_tiling(height, width, mode="exact", budget_bytes=budget, tile_bytes=tile_bytes, stride=32,
+                         exact_halo_px=96, held_bytes=held)
+    assert max_read_bytes(plan, tile_bytes) + held <= budget
+    cheapest = None  # by brute force over every grid of stride-aligned cores of at least 64 px
+    for rows in range(1, height // 64 + 1):
+        for cols in range(1, width // 64 + 1):
+            candidate = TilingPlan("exact", height, width, (aligned(-(-height // rows)), aligned(-(-width // cols))),
+                                   96, 32, 96)
+            if max_read_bytes(candidate, tile_bytes) + held <= budget:
+                cost = pixels_read(candidate)
+                cheapest = cost if cheapest is None else min(cheapest, cost)
+    assert cheapest is not None and pixels_read(plan) == cheapest
 
 
 def test_eager_estimate_grows_with_pixels(small_unet: torch.nn.Module) -> None:

@@ -52,7 +52,7 @@ def test_oom_on_a_later_tile_redoes_only_that_tile(unet_checkpoint: Path, image:
     first_tiles = plan.data["grid"][0] * plan.data["grid"][1]
     assert len(tiles) > first_tiles  # tile 4 of the plan was split into smaller tiles
     areas = [(c[1] - c[0]) * (c[3] - c[2]) for c in (e.data["core"] for e in tiles)]
-    assert sum(areas) == 90 * 134 and max(areas[3:7]) <= (plan.data["tile_px"] // 2) ** 2
+    assert sum(areas) == 90 * 134 and max(areas[3:7]) <= (max(plan.data["tile_shape"]) // 2) ** 2
     assert np.array_equal(result.labels, reference)
 
 
@@ -66,7 +66,7 @@ def test_smallest_tile_failing_on_a_device_falls_back_to_the_cpu(small_unet: tor
         return np.moveaxis(tile, -1, 0).astype(np.float32) / 255.0
 
     injection = FaultInjection(frozenset(range(5)))
-    plan = TilingPlan("exact", 90, 134, 64, 28, 4, 28)
+    plan = TilingPlan("exact", 90, 134, (64, 64), 28, 4, 28)
     labels = np.zeros((90, 134), np.uint8)
     events: list[JobEvent] = []
     accelerator = torch.device("meta")  # stands in for a GPU: any device that is not the CPU
@@ -76,7 +76,7 @@ def test_smallest_tile_failing_on_a_device_falls_back_to_the_cpu(small_unet: tor
     messages = [e.message for e in events if e.kind == "warning"]
     assert [e.data["tile_px"] for e in events if e.kind == "warning"] == [32, 16, 8, 8]
     assert "falling back to the CPU" in messages[-1]
-    assert outcome.device == "cpu" and outcome.tile_px == 8
+    assert outcome.device == "cpu" and outcome.tile_shape == (8, 8)
     with torch.inference_mode():
         whole = model(torch.from_numpy(normalise(pixels))[None])[0].argmax(0).numpy()
     assert np.array_equal(labels, whole)

@@ -19,7 +19,7 @@ def test_video_command_writes_video_csv_and_label_pngs(tmp_path: Path, tiny_chec
                       "--every", "2", "--model", str(tiny_checkpoint), "--device", "cpu",
                       "--memory-log", str(tmp_path / "memory.csv"), "--tiling", "fast")
     assert result.returncode == 0, result.stderr
-    assert "tiling fast: 1x1 tiles" in result.stdout  # the plan, printed once, above the bar
+    assert "tiling fast: one tile" in result.stdout  # the plan, printed once, above the bar
     assert "64x48, 8 frames at 10.00 fps" in result.stdout
     assert "4 frame(s) in" in result.stdout and "frames/s end to end" in result.stdout
     assert "4/4" in result.stderr and "frames/s ETA" in result.stderr  # the progress bar, still there after the plan
