@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import psutil
@@ -127,24 +128,40 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
     def need(row_count: int, col_count: int) -> int:
         return tile_bytes(rows.largest_read(row_count), cols.largest_read(col_count))
 
+    def fits(row_count: int, col_count: int) -> bool:
+        return need(row_count, col_count) <= tile_budget
+
     best: tuple[int, int, int, int] | None = None  # (pixels read, tiles, columns, rows): ties go to full-width rows
-    for row_count in range(1, rows.most + 1):
+    fewest_cols = cols.most  # the fewest columns that fit only falls as rows are added: search below it
+    for row_count in range(1, rows.most + 1 if fits(rows.most, cols.most) else 1):
         if best is not None and rows.total_read(row_count) * width > best[0]:
             break  # more rows only read more, whatever the columns
-        if need(row_count, cols.most) > tile_budget:
+        if best is None and not fits(row_count, fewest_cols):
             continue  # not even the narrowest columns fit beside these rows
-        low, high = 1, cols.most
-        while low < high:  # the fewest columns that fit: fewer columns read less
-            middle = (low + high) // 2
-            if need(row_count, middle) <= tile_budget:
-                high = middle
-            else:
-                low = middle + 1
-        candidate = (rows.total_read(row_count) * cols.total_read(low), row_count * low, low, row_count)
+        fewest_cols = _fewest_fitting(fewest_cols, partial(fits, row_count))
+        candidate = (rows.total_read(row_count) * cols.total_read(fewest_cols), row_count * fewest_cols,
+                     fewest_cols, row_count)
         best = candidate if best is None else min(best, candidate)
     row_count, col_count = (best[3], best[2]) if best is not None else (rows.most, cols.most)
     return TilingPlan(tiled_mode, height, width, (rows.core(row_count), cols.core(col_count)), halo, stride,
                       exact_halo_px, need(row_count, col_count), budget_bytes, held_bytes)
+
+
+def _fewest_fitting(fitting: int, fits: Callable[[int], bool]) -> int:
+    """The fewest columns in [1, fitting] that fit, given that `fitting` does and more columns fit more
+    easily: gallop down from `fitting` (the answer is often close), then bisect."""
+    step = 1
+    while fitting - step >= 1 and fits(fitting - step):
+        fitting -= step
+        step *= 2
+    low = max(1, fitting - step + 1)  # fitting - step did not fit (or is below 1)
+    while low < fitting:
+        middle = (low + fitting) // 2
+        if fits(middle):
+            fitting = middle
+        else:
+            low = middle + 1
+    return fitting
 
 
 @dataclass(frozen=True)
