@@ -30,12 +30,16 @@ __all__ = [
 _DEFAULT_WINDOW = RESIDENT_HIGH_WATER.open()  # the CPU peak window of reset_peak / peak_bytes
 
 
-def reset_peak(device: torch.device) -> None:
-    """Start a new peak window: CUDA's max_memory_allocated, or the process's RSS high-water mark."""
+def reset_peak(device: torch.device) -> int:
+    """Start a new peak window: CUDA's max_memory_allocated, or the process's RSS high-water mark.
+
+    Returns what is in use as the window starts (CUDA allocated bytes, or RSS), the floor of its peak.
+    """
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-        return
-    RESIDENT_HIGH_WATER.take(_DEFAULT_WINDOW)  # shares VmHWM with running monitors (see ResidentHighWater)
+        return int(torch.cuda.memory_allocated(device))
+    rss, _ = RESIDENT_HIGH_WATER.take(_DEFAULT_WINDOW)  # shares VmHWM with running monitors (see ResidentHighWater)
+    return rss
 
 
 def peak_bytes(device: torch.device) -> int:

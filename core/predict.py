@@ -49,6 +49,7 @@ class Segmentation:
     seconds: float  # inference time, preprocessing included
     peak_bytes: int  # peak memory while inferring (device allocated, or process RSS high-water)
     device: str
+    start_bytes: int = 0  # what was in use as inference began, in the same measure as peak_bytes
     probs: np.ndarray | None = None  # (K, H, W) float32 when asked for
     notes: list[str] = field(default_factory=list)  # e.g. what tiling the plan chose
 
@@ -89,7 +90,7 @@ class Segmenter:
         """Labels (H, W) uint8 for one image; raises JobCancelled if `cancel` is set."""
         if cancel is not None and cancel.is_set():
             raise JobCancelled()
-        reset_peak(self.device)
+        start_bytes = reset_peak(self.device)
         start = time.perf_counter()
         result = segment_in_tiles(self, image, cancel=cancel, on_event=on_event)  # whole image = one tile
         seconds = time.perf_counter() - start
@@ -98,6 +99,7 @@ class Segmenter:
             seconds=seconds,
             peak_bytes=peak_bytes(self.device),
             device=result.device,
+            start_bytes=start_bytes,
             probs=result.probs,
             notes=result.notes,
         )

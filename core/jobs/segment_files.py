@@ -21,6 +21,7 @@ class FileResult:
     outputs: list[Path] = field(default_factory=list)
     seconds: float = 0.0
     peak_bytes: int = 0
+    start_bytes: int = 0  # in use before the image, in the same measure as peak_bytes: the job's share is the rest
     error: str = ""
     width: int = 0
     height: int = 0
@@ -79,7 +80,7 @@ def segment_files(
                 JobEvent(
                     "image",
                     f"{path.name}: {result.width}x{result.height}, {result.device}, {result.seconds:.2f} s, "
-                    f"peak {format_bytes(result.peak_bytes)}",
+                    f"peak {_peak_text(result)}",
                     index=index,
                     count=count,
                     path=str(path),
@@ -103,7 +104,8 @@ def _segment_one(
     if is_large_tiff(path):  # an uncompressed TIFF this big is segmented from a memory map, tile by tile
         large = segment_large_tiff(path, out_dir / f"{stem}_labels.tif", segmenter, cancel=cancel, on_event=on_event)
         return FileResult(path, ok=True, outputs=[large.labels_path], seconds=large.seconds,
-                          peak_bytes=large.peak_bytes, width=large.width, height=large.height, device=large.device)
+                          peak_bytes=large.peak_bytes, start_bytes=large.start_bytes, width=large.width,
+                          height=large.height, device=large.device)
     image = read_image(path)
     labels_path = out_dir / f"{stem}_labels.png"
     overlay_path = out_dir / f"{stem}_overlay.png"
@@ -116,4 +118,11 @@ def _segment_one(
         blended = overlay(to_rgb8(image), result.labels, segmenter.info.class_colours, alpha=0.5)
         outputs.append(write_png(overlay_path, blended))
     return FileResult(path, ok=True, outputs=outputs, seconds=result.seconds, peak_bytes=result.peak_bytes,
-                      width=image.width, height=image.height, device=result.device)
+                      start_bytes=result.start_bytes, width=image.width, height=image.height, device=result.device)
+
+
+def _peak_text(result: FileResult) -> str:
+    """'789.7 MB (293.0 MB above the start)': the process peak, and how far it rose from where the image began."""
+    if not result.start_bytes:
+        return format_bytes(result.peak_bytes)
+    return f"{format_bytes(result.peak_bytes)} ({format_bytes(result.peak_bytes - result.start_bytes)} above the start)"

@@ -34,6 +34,7 @@ class LargeResult:
     peak_bytes: int  # process peak (CPU) or device peak (CUDA) while segmenting
     device: str  # where the last tile ran
     notes: list[str] = field(default_factory=list)
+    start_bytes: int = 0  # what was in use as segmenting began, in the same measure as peak_bytes
 
 
 def is_large_tiff(path: str | Path, min_pixels: int | None = None) -> bool:
@@ -57,7 +58,7 @@ def segment_large_tiff(
     source_tiff = open_large_tiff(in_path, max_pixels)
     if out_path.exists() and out_path.resolve() == in_path.resolve():
         raise ValueError(f"{in_path}: the output {out_path.name} would overwrite the input; choose another path")
-    reset_peak(segmenter.device)
+    start_bytes = reset_peak(segmenter.device)
     start = time.perf_counter()
     plan = plan_tiles(segmenter, source_tiff.height, source_tiff.width, output="labels")
     on_event(plan_event(plan))
@@ -72,7 +73,7 @@ def segment_large_tiff(
     finally:
         partial.unlink(missing_ok=True)
     return LargeResult(out_path, source_tiff.height, source_tiff.width, time.perf_counter() - start,
-                       peak_bytes(segmenter.device), outcome.device, [plan.describe()] + outcome.notes)
+                       peak_bytes(segmenter.device), outcome.device, [plan.describe()] + outcome.notes, start_bytes)
 
 
 def _mapped_source(tiff: MappedTiff, segmenter: Segmenter):  # type: ignore[no-untyped-def]

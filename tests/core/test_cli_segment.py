@@ -1,6 +1,7 @@
 """`leanseg segment` end to end in a real subprocess."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ import cv2
 import numpy as np
 
 from leanseg.core.io.images import read_image
+from leanseg.core.memory import parse_bytes
 
 
 def _leanseg(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -27,6 +29,10 @@ def test_segment_writes_labels_and_overlay_and_skips_bad_files(
     assert result.returncode == 1, result.stderr
     assert "bad.png" in result.stderr and "not an image" in result.stderr
     assert "61x45" in result.stdout and "1 of 2 image(s) segmented" in result.stdout
+    printed = re.search(r"peak ([\d.]+ \w+) \(([\d.]+ \w+) above the start\)", result.stdout)
+    assert printed, result.stdout
+    peak, rise = (parse_bytes(text.replace(" ", "")) for text in printed.groups())
+    assert 0 < rise < peak  # the process peak, and how far it rose while this image ran
     labels = cv2.imread(str(out / "input_labels.png"), cv2.IMREAD_UNCHANGED)
     assert labels.shape == (45, 61) and labels.dtype == np.uint8 and labels.max() < 4
     assert read_image(out / "input_overlay.png").pixels.shape == (45, 61, 3)
