@@ -258,6 +258,8 @@ class MainWindow(FileActionsMixin):
         self.overlay_panel.legend.set_labels(result.labels)
         self.controls.set_busy(False)
         peak = f"job peak {'RSS ' if result.device == 'cpu' else ''}{format_bytes(result.peak_bytes)}"
+        if result.start_bytes:  # how far it rose during this job: the part the image and its tiles took
+            peak += f" (+{format_bytes(result.peak_bytes - result.start_bytes)})"
         summary = f"{result.seconds:.2f} s · {peak} · {result.device}"
         self.controls.last_result.setText("Last run: " + summary + "".join(f"\n{n}" for n in result.notes))
         self.status_labels["time"].setText(f"{result.seconds:.2f} s")

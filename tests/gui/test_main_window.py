@@ -11,6 +11,7 @@ import torch
 from PySide6.QtCore import Qt
 
 from leanseg.core.io.images import read_image
+from leanseg.core.memory import format_bytes
 from leanseg.core.model.checkpoint import load_checkpoint
 from leanseg.core.predict import Segmenter
 
@@ -31,6 +32,8 @@ def test_open_image_segments_and_overlay_holds_the_labels(qtbot, make_window, gu
     assert window.viewer.overlay_item.isVisible()
     assert window.status_labels["size"].text().startswith("96 × 72")
     assert "s" in window.status_labels["time"].text() and "peak" in window.status_labels["peak"].text()
+    assert 0 < result.start_bytes <= result.peak_bytes
+    assert f"(+{format_bytes(result.peak_bytes - result.start_bytes)})" in window.status_labels["peak"].text()
     assert window.controls.cancel.isEnabled() is False
     assert str(small_image.resolve()) in window.settings.recent_files()
     shares = [window.overlay_panel.legend.item(i).text() for i in range(4)]
