@@ -16,6 +16,9 @@ from .layout import CHANNELS_LAST
 from .virtual import Part, virtual_rows, virtual_size
 
 DEFAULT_BAND_BYTES = 2 * 2**20  # expanded rows per band: small enough to stay in cache
+# ... but at least this many output rows: each band re-expands the k - 1 input rows it shares with its
+# neighbours, which costs 2/3 of the expand work in 3-row bands (a wide image's 2 MB) and 1/8 in 16
+MIN_BAND_ROWS = 16
 
 
 class BandedInvertedResidual(nn.Module):
@@ -36,6 +39,7 @@ class BandedInvertedResidual(nn.Module):
         self.project = project
         self.residual = residual
         self.band_bytes = DEFAULT_BAND_BYTES  # the memory budget may lower it
+        self.min_rows = MIN_BAND_ROWS  # a memory budget that lowers band_bytes lowers this to 1
         self.transient_bytes = 0  # bytes of band temporaries held at once in the last call
         self.parallel_bands = True  # CPU: bands on parallel single-threaded workers (see band_pool)
         conv = depthwise.conv
@@ -54,9 +58,10 @@ class BandedInvertedResidual(nn.Module):
         return out_h, out_w
 
     def rows_per_band(self, width: int, out_height: int, itemsize: int) -> int:
-        """Output rows per band so one band of the expanded tensor takes about `band_bytes`."""
+        """Output rows per band so one band of the expanded tensor takes about `band_bytes`, and at least
+        `min_rows` (where the image has them)."""
         row_bytes = self.hidden_channels * width * itemsize * self._stride
-        return max(1, min(out_height, self.band_bytes // max(1, row_bytes)))
+        return max(1, min(out_height, max(self.min_rows, self.band_bytes // max(1, row_bytes))))
 
     def forward(self, *inputs: Tensor) -> Tensor:  # (1, Cin, H, W) -> (1, Cout, H', W')
         x = inputs[0]

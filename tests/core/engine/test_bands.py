@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from leanseg.core.engine import compile
-from leanseg.core.engine.bands import BandedInvertedResidual
+from leanseg.core.engine.bands import MIN_BAND_ROWS, BandedInvertedResidual
 from leanseg.core.engine.head import LabelsHead
 from leanseg.core.model.blocks import InvertedResidual
 
@@ -32,7 +32,7 @@ def test_banded_block_equals_eager(stride: int, expand_ratio: int, out_channels:
     plan = compile(model, device="cpu", head=False)
     banded = [m for m in plan.graph_module.modules() if isinstance(m, BandedInvertedResidual)]
     assert len(banded) == 1 and banded[0].residual == (stride == 1 and out_channels == 8)
-    banded[0].band_bytes = 1  # one output row per band: every band an edge or interior case
+    banded[0].band_bytes, banded[0].min_rows = 1, 1  # one output row per band: every band an edge or interior case
     x = torch.randn(1, 8, height, width)
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -60,7 +60,7 @@ def test_banded_depthwise_with_dilation() -> None:
     for band_bytes in (1, 16 * 4 * 20 * 3):
         plan = compile(model, device="cpu", head=False)
         (banded,) = [m for m in plan.graph_module.modules() if isinstance(m, BandedInvertedResidual)]
-        banded.band_bytes = band_bytes
+        banded.band_bytes, banded.min_rows = band_bytes, 1
         x = torch.randn(1, 4, 23, 20)
         with torch.inference_mode():
             torch.testing.assert_close(plan.run(x, output="logits"), model(x), atol=1e-5, rtol=1e-5)
@@ -113,7 +113,7 @@ def test_conv_over_a_virtual_concatenation(mode: str) -> None:
     assert "1 concatenations (and their upsampling) made virtual" in plan.describe()
     assert not any(n.target is torch.cat for n in plan.graph_module.graph.nodes)
     (banded,) = [m for m in plan.graph_module.modules() if isinstance(m, BandedInvertedResidual)]
-    banded.band_bytes = 1
+    banded.band_bytes, banded.min_rows = 1, 1
     low, skip = torch.randn(1, 4, 9, 7), torch.randn(1, 6, 18, 14)
     with torch.inference_mode():
         expected = model(low, skip)
@@ -122,3 +122,15 @@ def test_conv_over_a_virtual_concatenation(mode: str) -> None:
         torch.testing.assert_close(plan.graph_module(low.contiguous(memory_format=torch.channels_last),
                                                      skip.contiguous(memory_format=torch.channels_last)),
                                    expected, atol=1e-5, rtol=1e-5)
+
+
+def test_bands_keep_at_least_min_rows_unless_a_tight_budget_needs_fewer() -> None:
+    block = InvertedResidual(8, 8, 1, 6)
+    plan = compile(_Block(block).eval(), device="cpu", head=False)
+    (banded,) = [m for m in plan.graph_module.modules() if isinstance(m, BandedInvertedResidual)]
+    wide = 48 * 4096 * 4  # bytes of one expanded row 4096 wide: 2 MB holds 10 rows, re-expanding 2 in each
+    assert banded.band_bytes // wide < MIN_BAND_ROWS == banded.rows_per_band(4096, 100, 4)
+    assert banded.rows_per_band(4096, 5, 4) == 5  # never more rows than the image has
+    tight = compile(_Block(block).eval(), device="cpu", head=False, memory_budget=2**20)
+    (small,) = [m for m in tight.graph_module.modules() if isinstance(m, BandedInvertedResidual)]
+    assert small.rows_per_band(4096, 100, 4) == 1  # 64 KB bands: a tight budget wins over the speed
