@@ -128,9 +128,9 @@ def test_bands_keep_at_least_min_rows_unless_a_tight_budget_needs_fewer() -> Non
     block = InvertedResidual(8, 8, 1, 6)
     plan = compile(_Block(block).eval(), device="cpu", head=False)
     (banded,) = [m for m in plan.graph_module.modules() if isinstance(m, BandedInvertedResidual)]
-    wide = 48 * 4096 * 4  # bytes of one expanded row 4096 wide: 2 MB holds 10 rows, re-expanding 2 in each
-    assert banded.band_bytes // wide < MIN_BAND_ROWS == banded.rows_per_band(4096, 100, 4)
-    assert banded.rows_per_band(4096, 5, 4) == 5  # never more rows than the image has
+    wide = 48 * 8192 * 4  # bytes of one expanded row 8192 wide: 2 MB holds 5 rows, re-expanding 2 in each
+    assert banded.band_bytes // wide < MIN_BAND_ROWS == banded.rows_per_band(8192, 100, 4)
+    assert banded.rows_per_band(8192, 5, 4) == 5  # never more rows than the image has
     tight = compile(_Block(block).eval(), device="cpu", head=False, memory_budget=2**20)
     (small,) = [m for m in tight.graph_module.modules() if isinstance(m, BandedInvertedResidual)]
-    assert small.rows_per_band(4096, 100, 4) == 1  # 64 KB bands: a tight budget wins over the speed
+    assert small.rows_per_band(8192, 100, 4) == 1  # 64 KB bands: a tight budget wins over the speed
