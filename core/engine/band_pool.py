@@ -80,4 +80,4 @@ def _estimate_bands(work: BandWork, bands: Sequence[tuple[int, int]], workers: i
         measured = {index: work(*bands[index]) for index in ends}
         between = max(measured[EDGE_BANDS], measured[count - EDGE_BANDS - 1])
         held = [measured.get(index, between) for index in range(count)]
-    return sum(max(held[start::workers]) for start in range(workers)) if workers > 1 else max(held)
+    return sum(max(held[start::workers]) for start in range(workers))
