@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..memory_log import MemoryLog, read_memory_csv
+from ..memory.log import MemoryLog, read_memory_csv
 from ..plotting import line_chart
 from .common import report_error
 

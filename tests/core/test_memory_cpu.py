@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from leanseg.core.memory_sources import SOURCE_GLIBC
-from leanseg.core.memory_system import HAVE_GLIBC
+from leanseg.core.memory.sources import SOURCE_GLIBC
+from leanseg.core.memory.system import HAVE_GLIBC
 
 MB = 10**6
 needs_glibc = pytest.mark.skipif(not HAVE_GLIBC, reason="needs glibc's mallinfo2")
@@ -91,7 +91,7 @@ result["threaded_peak_rises"] = threaded
 
 # the race behind a flaky run: a throttled read (allocator figures reused) lands while the tensor is
 # half-written, so RSS has seen half of it and allocated none of it
-import leanseg.core.memory_sources as sources
+import leanseg.core.memory.sources as sources
 sources.MALLINFO2_CPU_SHARE = 1e-9  # every read after the fresh one reuses its allocator figures
 reader = sources.CpuMemorySource(torch.device("cpu"))
 before = reader.read(0.0, 0, fresh=True)

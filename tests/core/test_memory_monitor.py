@@ -22,7 +22,7 @@ from leanseg.core.memory import (
     register_cache,
     reset_peak,
 )
-from leanseg.core.memory_sources import CpuMemorySource
+from leanseg.core.memory.sources import CpuMemorySource
 
 SERIES_KEYS = {"time", "allocated", "reserved", "peak", "rss", "engine_live"}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .io.outputs import atomic_write_bytes
+from ..io.outputs import atomic_write_bytes
 
 SERIES = ("allocated", "reserved", "peak", "rss", "engine_live")  # snapshot keys besides 'time'
 _COLUMNS = ("time_s", "allocated_bytes", "reserved_bytes", "peak_allocated_bytes", "rss_bytes",

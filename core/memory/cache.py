@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from .memory_system import credit_trimmed, glibc_allocated_reserved, malloc_trim, read_rss_hwm
+from .system import credit_trimmed, glibc_allocated_reserved, malloc_trim, read_rss_hwm
 
 _lock = threading.Lock()
 _caches: dict[int, Callable[[], Callable[[], object] | None]] = {}

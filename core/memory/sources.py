@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .memory_system import (
+from .system import (
     HAVE_GLIBC,
     RESIDENT_HIGH_WATER,
     glibc_allocated_reserved,

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .events import JobEvent
-from .memory_cache import empty_cache
-from .memory_log import SERIES, write_memory_csv
-from .memory_sources import MemorySample, engine_live_bytes, memory_source
+from ..events import JobEvent
+from .cache import empty_cache
+from .log import SERIES, write_memory_csv
+from .sources import MemorySample, engine_live_bytes, memory_source
 
 _MARKED_EVENTS = ("start", "tile", "image", "frame", "error", "cancelled", "done")
 
@@ -175,7 +175,7 @@ class MemoryMonitor:
     def empty_cache(self) -> int:
         """Give cached memory back (see `memory_cache.empty_cache`); marks and returns the bytes freed."""
         freed = empty_cache(self.device)
-        from .memory import format_bytes
+        from .units import format_bytes
 
         self.mark(f"empty cache: {format_bytes(freed)} given back")
         self.sample_now()
