@@ -2,7 +2,8 @@
 
 Telemetry lives in `system` (glibc, /proc), `sources` (MemorySample, per-device
 readers), `monitor` (MemoryMonitor), `cache` (register_cache, empty_cache), `log` (CSV) and
-`units` (format_bytes, parse_bytes); the public names are re-exported here (`from leanseg.core.memory import MemoryMonitor`).
+`units` (format_bytes, parse_bytes); the public names are re-exported here
+(`from leanseg.core.memory import MemoryMonitor`).
 """
 from __future__ import annotations
 
