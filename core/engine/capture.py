@@ -7,6 +7,9 @@ from collections import Counter
 import torch
 from torch import fx, nn
 
+from ..model.padding import crop_like, pad_to_multiple
+from .frontends.ir import dim_size
+
 
 class CaptureError(RuntimeError):
     """torch.fx could not trace the model; the plan then runs it eagerly as one step."""
@@ -18,7 +21,10 @@ def capture(model: nn.Module) -> fx.GraphModule:
     for parameter in private.parameters():
         parameter.requires_grad_(False)
     try:
-        graph_module = fx.symbolic_trace(private)
+        # Front ends' graphs read sizes through dim_size: keep it a node wherever a forward calls it.
+        tracer = fx.Tracer(autowrap_functions=(dim_size, pad_to_multiple, crop_like))
+        graph = tracer.trace(private)
+        graph_module = fx.GraphModule(tracer.root, graph, type(private).__name__)
     except Exception as err:  # fx raises many kinds (TraceError, TypeError on control flow, ...)
         raise CaptureError(f"torch.fx cannot trace {type(model).__name__}: {err}") from err
     return graph_module

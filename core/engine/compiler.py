@@ -13,6 +13,7 @@ from .bands import BandedInvertedResidual, band_concat_convs, split_inverted_res
 from .budget import apply_memory_budget, band_modules
 from .capture import CaptureError, capture
 from .fold import fold_batchnorm, remove_no_ops
+from .frontends.ir import dim_size
 from .fuse import ConvAct, fuse_conv_activation
 from .head import LabelsHead, labels_head
 from .layout import to_channels_last
@@ -24,10 +25,11 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 # Nodes the engine knows the memory behaviour of; anything else runs as a plain eager call.
 _KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh,
-                  nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample)
+                  nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample,
+                  nn.Hardsigmoid, nn.Sigmoid, nn.GELU, nn.GroupNorm)
 _KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, torch.mul, torch.cat, F.interpolate,
                     F.max_pool2d, F.avg_pool2d, F.relu, F.relu6, F.hardswish, F.silu, torch.relu, crop_like,
-                    pad_to_multiple, shape_of}
+                    pad_to_multiple, shape_of, dim_size, F.pad, operator.sub, operator.floordiv, operator.truediv}
 
 
 def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype = torch.float32,
