@@ -21,7 +21,7 @@ from ..assets import default_model_path
 from ..engine import compile
 from ..io.images import ImageData, read_image, to_model_input
 from ..model import MobileUNet, MobileUNetConfig, PlainUNet, PlainUNetConfig
-from ..model.checkpoint import load_checkpoint
+from ..model.sources import load_model
 from .measure import Probe, median_seconds
 
 SAMPLES = Path(__file__).resolve().parents[2] / "assets" / "samples"
@@ -40,7 +40,7 @@ def build_model(kind: str) -> tuple[nn.Module, str]:
     if kind == "MobileUNet":
         path = default_model_path()
         if path.is_file():
-            return load_checkpoint(path).model.eval(), "trained (assets)"
+            return load_model(path).model.eval(), "trained (assets)"
         return MobileUNet(MOBILE_CONFIG).eval(), "random init"
     if kind == "PlainUNet":
         return PlainUNet(PLAIN_CONFIG).eval(), "random init"

@@ -24,7 +24,8 @@ from ..assets import default_model_path
 from ..io.images import ImageData, read_image
 from ..memory import format_bytes, parse_bytes
 from ..model import MobileUNet, MobileUNetConfig
-from ..model.checkpoint import LoadedModel, default_info, load_checkpoint
+from ..model.checkpoint import LoadedModel, default_info
+from ..model.sources import load_model
 from ..plotting import line_chart
 from ..predict import InferenceOptions, Segmenter
 from .measure import Probe, run_case
@@ -67,9 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_bench_model(path: str | None) -> LoadedModel:
     """The checkpoint, the shipped default model, or a seeded random-init MobileUNet(11 classes, 0.75)."""
     if path:
-        return load_checkpoint(path)
+        return load_model(path)
     if default_model_path().is_file():
-        return load_checkpoint(default_model_path())
+        return load_model(default_model_path())
     torch.manual_seed(0)
     config = MobileUNetConfig(num_classes=11, width=0.75)
     return LoadedModel(MobileUNet(config).eval(), default_info(config), None)

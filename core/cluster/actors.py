@@ -17,7 +17,7 @@ import torch
 
 from ..jobs.batch_image import process_image
 from ..jobs.batch_plan import ImageTask
-from ..model.checkpoint import load_checkpoint
+from ..model.sources import load_model
 from ..predict import InferenceOptions, Segmenter
 
 
@@ -41,7 +41,7 @@ class SegmentingActor:
         with tempfile.TemporaryDirectory(prefix="leanseg-model-") as folder:
             path = Path(folder) / "model.safetensors"  # the driver's checkpoint file, shipped as bytes
             path.write_bytes(checkpoint)
-            loaded = load_checkpoint(path)
+            loaded = load_model(path)
         self.segmenter = Segmenter(loaded, options)
 
     def segment(self, tasks: list[str]) -> list[dict[str, Any]]:

@@ -12,7 +12,8 @@ import torch
 from ..assets import default_model_path
 from ..events import EventSink, JobEvent
 from ..memory import MemoryMonitor, parse_bytes
-from ..model.checkpoint import CheckpointError, LoadedModel, load_checkpoint
+from ..model.checkpoint import CheckpointError, LoadedModel
+from ..model.sources import load_model as open_model_file
 from ..predict import ENGINES, PRECISIONS, TILING_MODES, InferenceOptions, Segmenter
 
 
@@ -34,7 +35,7 @@ def add_inference_options(parser: argparse.ArgumentParser) -> None:
 
 
 def load_model(path: Path | None) -> LoadedModel:
-    """The given checkpoint, or the shipped default; CommandError when absent or invalid."""
+    """The given model file (.safetensors, .pt2, .onnx, .leanseg), or the shipped default; CommandError when bad."""
     if path is None:
         path = default_model_path()
         if not path.is_file():
@@ -43,7 +44,7 @@ def load_model(path: Path | None) -> LoadedModel:
                 "with `leanseg train` (see README, 'The default model')"
             )
     try:
-        return load_checkpoint(path)
+        return open_model_file(path)
     except CheckpointError as err:
         raise CommandError(str(err)) from err
 

@@ -6,21 +6,46 @@ back, so any image size works. Normalisation stays outside, as for every model (
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import torch
 from torch import Tensor, fx, nn
 
 from .padding import crop_like, pad_to_multiple
 
 
+@dataclass(frozen=True)
+class GraphModelConfig:
+    num_classes: int  # from the graph's output, never from the card alone
+    in_channels: int = 3  # from the first convolution's weights
+    size_multiple: int = 32  # height and width are padded to a multiple of this
+    source_format: str = "pt2"  # pt2 | onnx: where the graph came from
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.num_classes <= 255:
+            raise ValueError(f"num_classes must be in 1..255 (labels are uint8), got {self.num_classes}")
+        if self.in_channels not in (1, 3):
+            raise ValueError(f"in_channels must be 1 or 3, got {self.in_channels}")
+
+
 class GraphModel(nn.Module):
     """(1, C, H, W) -> (1, K, H, W) logits for any H, W: pad to `size_multiple`, run the graph, crop."""
 
-    def __init__(self, net: fx.GraphModule, size_multiple: int = 32) -> None:
+    def __init__(self, net: fx.GraphModule, size_multiple: int = 32, *, bgr: bool = False,
+                 probabilities: bool = False) -> None:
         super().__init__()
         if size_multiple < 1:
             raise ValueError(f"size_multiple must be >= 1, got {size_multiple}")
         self.net = net
         self.size_multiple = size_multiple
+        self.bgr = bgr  # the net expects BGR channel order
+        self.probabilities = probabilities  # the net ends in a softmax: return log-probabilities as logits
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.bgr:
+            x = x.flip(1)  # (1, 3, H, W) RGB -> BGR
         padded = pad_to_multiple(x, self.size_multiple)  # (1, C, H', W'), H' and W' multiples
-        return crop_like(self.net(padded), x)  # (1, K, H, W)
+        y = crop_like(self.net(padded), x)  # (1, K, H, W)
+        if self.probabilities:
+            y = torch.log(y.clamp_min(1e-12))  # argmax unchanged; softmax of it gives the probabilities back
+        return y

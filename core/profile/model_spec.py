@@ -13,8 +13,9 @@ import torch
 
 from ..assets import default_model_path
 from ..model import MobileUNetConfig, build_model
-from ..model.checkpoint import LoadedModel, default_info, load_checkpoint
+from ..model.checkpoint import LoadedModel, default_info
 from ..model.config import config_from_dict, config_to_dict
+from ..model.sources import load_model
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class ModelSpec:
     def load(self) -> LoadedModel:
         """The model in eval mode on the CPU, with its info (CheckpointError for a bad file)."""
         if self.path is not None:
-            return load_checkpoint(self.path)
+            return load_model(self.path)
         config = config_from_dict(self.config)
         torch.manual_seed(self.seed)
         return LoadedModel(build_model(config).eval(), default_info(config), None)

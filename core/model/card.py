@@ -1,0 +1,159 @@
+"""Model cards: what a graph file (`.pt2`, `.onnx`) does not say, in a JSON file beside it (`NAME.json`).
+
+Version 1, as `shared/zoo/build.py` writes it (later versions may add keys; unknown keys are kept):
+
+    {"card_version": 1, "name": "...", "architecture": "...", "classes": ["road", ...],
+     "input": {"channels": 3, "range": "0..1 RGB, then normalised", "mean": [...], "std": [...],
+               "size_multiple": 32},
+     "output": "logits (1, classes, height, width)", "weights": "..."}
+
+Optional keys leanseg reads: "colours" ([[r, g, b], ...] per class), "input.channel_order" ("RGB" or
+"BGR"), and "output" starting with "probabilities" for a net that ends in a softmax. Without a card
+the defaults below apply, and the app says so.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CARD_VERSION = 1
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+OUTPUT_KINDS = ("logits", "probabilities")
+CHANNEL_ORDERS = ("RGB", "BGR")
+
+
+class CardError(ValueError):
+    """A card that cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    name: str = ""  # shown in the app's status bar and `leanseg models`
+    architecture: str = ""  # free text
+    classes: tuple[str, ...] = ()  # one per output channel; empty: "class i"
+    colours: tuple[tuple[int, int, int], ...] = ()  # RGB per class; empty: a fixed palette
+    channels: int = 3  # input channels (1 grey, 3 colour)
+    mean: tuple[float, ...] = IMAGENET_MEAN  # normalisation of [0, 1] pixels
+    std: tuple[float, ...] = IMAGENET_STD
+    size_multiple: int = 0  # height and width must divide by it; 0: found by a probe
+    channel_order: str = "RGB"  # RGB | BGR
+    output_kind: str = "logits"  # logits | probabilities
+    source: str = "defaults"  # where it came from: a card path, or "defaults"
+    extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not read, kept on save
+
+    def __post_init__(self) -> None:
+        if self.channels not in (1, 3):
+            raise CardError(f"input.channels must be 1 or 3, got {self.channels}")
+        if len(self.mean) != self.channels or len(self.std) != self.channels:
+            raise CardError(f"input.mean and input.std need {self.channels} values, got {self.mean}, {self.std}")
+        if not all(math.isfinite(v) for v in self.mean) or not all(math.isfinite(v) and v > 0 for v in self.std):
+            raise CardError(f"input.mean must be finite and input.std finite and > 0, got {self.mean}, {self.std}")
+        if not 0 <= self.size_multiple <= 1024:
+            raise CardError(f"input.size_multiple must be in 0..1024, got {self.size_multiple}")
+        if self.channel_order not in CHANNEL_ORDERS:
+            raise CardError(f"input.channel_order must be one of {CHANNEL_ORDERS}, got {self.channel_order!r}")
+        if self.output_kind not in OUTPUT_KINDS:
+            raise CardError(f"output must start with one of {OUTPUT_KINDS}, got {self.output_kind!r}")
+        if len(self.classes) > 255:
+            raise CardError(f"{len(self.classes)} classes; labels are 8-bit, at most 255")
+        for colour in self.colours:
+            if len(colour) != 3 or not all(0 <= c <= 255 for c in colour):
+                raise CardError(f"colours must be [r, g, b] with values 0..255, got {list(colour)}")
+        if self.colours and self.classes and len(self.colours) != len(self.classes):
+            raise CardError(f"{len(self.classes)} classes but {len(self.colours)} colours")
+
+    def class_names(self, count: int) -> tuple[str, ...]:
+        return self.classes or tuple(f"class {i}" for i in range(count))
+
+    def class_colours(self, count: int) -> tuple[tuple[int, int, int], ...]:
+        return self.colours or default_palette(count)
+
+    def to_json(self) -> dict[str, Any]:
+        """The card as version 1 JSON (with leanseg's optional keys where they are not the defaults)."""
+        card: dict[str, Any] = {**self.extra, "card_version": CARD_VERSION, "name": self.name,
+                                "architecture": self.architecture, "classes": list(self.classes)}
+        if self.colours:
+            card["colours"] = [list(c) for c in self.colours]
+        card["input"] = {**self.extra.get("input", {}), "channels": self.channels, "mean": list(self.mean),
+                         "std": list(self.std), "size_multiple": self.size_multiple,
+                         "channel_order": self.channel_order}
+        output = str(self.extra.get("output", ""))
+        card["output"] = output if output.startswith(self.output_kind) else \
+            f"{self.output_kind} (1, classes, height, width)"
+        return card
+
+
+def default_palette(count: int) -> tuple[tuple[int, int, int], ...]:
+    """A fixed, distinct-enough palette: the same colours for the same class index everywhere."""
+    generator = torch.Generator().manual_seed(0)
+    colours = torch.randint(40, 256, (max(count, 1), 3), generator=generator).tolist()
+    return tuple((int(r), int(g), int(b)) for r, g, b in colours[:count])
+
+
+def card_path_for(model_path: Path) -> Path:
+    """NAME.json beside NAME.pt2 / NAME.onnx."""
+    return model_path.with_suffix(".json")
+
+
+def card_from_json(raw: Any, source: str) -> ModelCard:
+    """Parse a card's JSON value; raises CardError naming `source` and the field."""
+    if not isinstance(raw, dict):
+        raise CardError(f"{source}: a card is a JSON object, got {type(raw).__name__}")
+    version = raw.get("card_version")
+    if not isinstance(version, int) or version < 1:
+        raise CardError(f"{source}: card_version must be an integer >= 1, got {version!r}")
+    inputs = raw.get("input", {})
+    if not isinstance(inputs, dict):
+        raise CardError(f"{source}: input must be an object")
+    try:
+        output = str(raw.get("output", "logits"))
+        return ModelCard(
+            name=str(raw.get("name", "")), architecture=str(raw.get("architecture", "")),
+            classes=tuple(str(c) for c in raw.get("classes", [])),
+            colours=tuple(tuple(int(v) for v in c) for c in raw.get("colours", [])),  # type: ignore[misc]
+            channels=int(inputs.get("channels", 3)),
+            mean=tuple(float(v) for v in inputs.get("mean", IMAGENET_MEAN)),
+            std=tuple(float(v) for v in inputs.get("std", IMAGENET_STD)),
+            size_multiple=int(inputs.get("size_multiple", 0)),
+            channel_order=str(inputs.get("channel_order", "RGB")).upper(),
+            output_kind=next((kind for kind in OUTPUT_KINDS if output.lower().startswith(kind)), output),
+            source=source,
+            extra={k: v for k, v in raw.items() if k not in ("classes", "colours")},
+        )
+    except CardError as err:
+        raise CardError(f"{source}: {err}") from None
+    except (TypeError, ValueError) as err:
+        raise CardError(f"{source}: invalid card: {err}") from None
+
+
+def read_card(path: Path) -> ModelCard:
+    """The card at `path`; raises CardError."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise CardError(f"{path}: not a readable JSON card: {err}") from None
+    return card_from_json(raw, str(path))
+
+
+def card_for(model_path: Path) -> ModelCard:
+    """The card beside a graph file, or the defaults (source 'defaults') when there is none."""
+    path = card_path_for(model_path)
+    return read_card(path) if path.is_file() else ModelCard(name=model_path.stem)
+
+
+def write_card(card: ModelCard, path: Path) -> Path:
+    """Save `card` as version 1 JSON (atomically)."""
+    from ..io.outputs import atomic_write_bytes
+
+    atomic_write_bytes(path, (json.dumps(card.to_json(), indent=2) + "\n").encode())
+    return path
+
+
+def with_classes(card: ModelCard, names: list[str]) -> ModelCard:
+    return replace(card, classes=tuple(names))

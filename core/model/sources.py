@@ -1,0 +1,185 @@
+"""Open any model file leanseg takes: a leanseg checkpoint, a `torch.export` archive or an ONNX graph.
+
+The format is read from the file's first bytes, not its suffix. Graph files become a `GraphModel`
+(the front end's IR graph, padded to the size multiple and cropped back) with a `ModelInfo` built from
+the card beside the file (or stated defaults); the class count always comes from the graph's output,
+found by running it once on a small input. Nothing from a file is ever executed: `.pt2` archives are
+read weights-only (`pt2_file`), ONNX is parsed as protobuf.
+"""
+from __future__ import annotations
+
+import json
+import struct
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from torch import fx
+
+from .card import CardError, ModelCard, card_for
+from .checkpoint import CheckpointError, LoadedModel, ModelInfo, load_checkpoint
+from .graph_model import GraphModel, GraphModelConfig
+from .pt2_file import UnsafeModelFile, is_pt2_archive, load_exported_program
+
+FORMATS = ("leanseg", "pt2", "onnx", "bundle")
+MODEL_SUFFIXES = (".safetensors", ".pt2", ".onnx", ".leanseg")
+_PROBE_MULTIPLES = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def detect_format(path: Path) -> str:
+    """'leanseg' | 'bundle' | 'pt2' | 'onnx' from the file's content; raises CheckpointError otherwise."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot read: {err.strerror or err}") from None
+    if len(head) < 8:
+        raise CheckpointError(f"{path}: file is empty or truncated ({len(head)} bytes)")
+    if head[:4] == b"PK\x03\x04":
+        return "pt2" if is_pt2_archive(path) else _refuse(path, "a zip archive, but not a torch.export .pt2")
+    header_size = struct.unpack("<Q", head[:8])[0]
+    if head[8:9] == b"{" and 0 < header_size < 100_000_000:
+        return "bundle" if _is_bundle(path) else "leanseg"
+    if head[:1] in (b"\x08", b"\x0a", b"\x12", b"\x1a", b"\x22", b"\x3a", b"\x42", b"\x52"):
+        return "onnx"  # protobuf field tags of ModelProto (ir_version, opset_import, producer, graph...)
+    return _refuse(path, "not a model file leanseg opens (.safetensors checkpoint, .pt2, .onnx or .leanseg)")
+
+
+def _refuse(path: Path, reason: str) -> str:
+    raise CheckpointError(f"{path}: {reason}")
+
+
+def _is_bundle(path: Path) -> bool:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return "leanseg_graph" in (handle.metadata() or {})
+    except Exception:  # not readable as safetensors: the checkpoint loader names the problem
+        return False
+
+
+def load_model(path: str | Path) -> LoadedModel:
+    """Any model file leanseg opens, as a LoadedModel (CPU, eval); raises CheckpointError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such file")
+    kind = detect_format(path)
+    if kind == "leanseg":
+        return load_checkpoint(path)
+    if kind == "bundle":
+        from .bundle import load_bundle
+
+        return load_bundle(path)
+    try:
+        card = card_for(path)
+    except CardError as err:
+        raise CheckpointError(str(err)) from None
+    return load_graph(path, kind, card)
+
+
+def load_graph(path: Path, kind: str, card: ModelCard) -> LoadedModel:
+    """A graph file (kind 'pt2' or 'onnx') with its card, checked against the graph."""
+    try:
+        net = _import_graph(path, kind)
+    except UnsafeModelFile as err:
+        raise CheckpointError(f"{path}: refused: {err}") from None
+    except (ValueError, RuntimeError, KeyError, IndexError, TypeError, AttributeError) as err:
+        raise CheckpointError(f"{path}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+    return graph_model_with_card(net, card, path, kind)
+
+
+def _import_graph(path: Path, kind: str) -> fx.GraphModule:
+    if kind == "pt2":
+        from ..engine.frontends.export_lift import lift_exported_program
+
+        return lift_exported_program(load_exported_program(path))
+    from ..engine.frontends.onnx_import import import_onnx
+
+    return import_onnx(path)
+
+
+def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | None, kind: str) -> LoadedModel:
+    """Wrap the IR graph, probe it (channels, classes, size multiple) and check the card against it."""
+    where = str(path) if path is not None else "model"
+    channels = _input_channels(net)
+    if channels is not None and card.source != "defaults" and channels != card.channels:
+        raise CheckpointError(f"{where}: the card says {card.channels} input channels, the graph takes {channels}")
+    channels = channels or card.channels
+    if channels != card.channels:
+        card = replace(card, channels=channels, mean=(0.5,) * channels, std=(0.25,) * channels)
+    multiple, classes = _probe(net, channels, card.size_multiple, where)
+    if classes > 255:
+        raise CheckpointError(f"{where}: the graph outputs {classes} classes; labels are 8-bit, at most 255")
+    if card.classes and len(card.classes) != classes:
+        raise CheckpointError(f"{where}: the card lists {len(card.classes)} classes, the graph outputs {classes}")
+    card = replace(card, size_multiple=multiple)
+    config = GraphModelConfig(num_classes=classes, in_channels=channels, size_multiple=multiple, source_format=kind)
+    model = GraphModel(net, size_multiple=multiple, bgr=card.channel_order == "BGR",
+                       probabilities=card.output_kind == "probabilities").eval()
+    info = ModelInfo(
+        config=config,  # type: ignore[arg-type]
+        class_names=card.class_names(classes), class_colours=card.class_colours(classes),
+        mean=card.mean, std=card.std,
+        provenance={"format": kind, "card": card.source, "name": card.name or (path.stem if path else ""),
+                    "architecture": card.architecture, "card_json": json.dumps(card.to_json())},
+    )
+    return LoadedModel(model=model, info=info, path=path)
+
+
+def _input_channels(net: fx.GraphModule) -> int | None:
+    """The input's channel count, from the first convolution that reads the input directly."""
+    placeholder = next((n for n in net.graph.nodes if n.op == "placeholder"), None)
+    for node in net.graph.nodes:
+        if node.op == "call_module" and placeholder in node.all_input_nodes:
+            module = net.get_submodule(str(node.target))
+            if isinstance(module, torch.nn.Conv2d):
+                return int(module.in_channels)
+    return None
+
+
+def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tuple[int, int]:
+    """(size multiple, classes): run the graph on small inputs; the card's multiple is checked, not trusted."""
+    candidates = (multiple,) if multiple else _PROBE_MULTIPLES
+    last_error = ""
+    for m in candidates:
+        try:
+            shapes = [_output_shape(net, channels, rows * m, cols * m) for rows, cols in ((3, 5), (5, 3))]
+        except (RuntimeError, ValueError, IndexError, TypeError) as err:
+            last_error = str(err).splitlines()[0] if str(err) else type(err).__name__
+            continue
+        (k1, *rest1), (k2, *rest2) = shapes
+        sizes_ok = rest1 == [3 * m, 5 * m] and rest2 == [5 * m, 3 * m]
+        if k1 == k2 and sizes_ok:
+            return m, k1
+        last_error = f"output {shapes} does not keep the input's height and width"
+    tried = f"size multiple {multiple} (from the card)" if multiple else f"size multiples {list(_PROBE_MULTIPLES)}"
+    raise CheckpointError(f"{where}: the graph does not run as a segmentation net (1, C, H, W) -> (1, K, H, W) "
+                          f"at {tried}: {last_error[:200]}")
+
+
+def _output_shape(net: fx.GraphModule, channels: int, height: int, width: int) -> list[int]:
+    with torch.inference_mode():
+        y = net(torch.zeros(1, channels, height, width))
+    if not isinstance(y, torch.Tensor) or y.dim() != 4 or y.shape[0] != 1:
+        shape = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
+        raise ValueError(f"the output is {shape}, not (1, K, H, W)")
+    return [int(v) for v in y.shape[1:]]
+
+
+def describe(loaded: LoadedModel) -> str:
+    """One line: name, format, classes, size multiple and where the card came from."""
+    info = loaded.info
+    provenance = info.provenance
+    name = provenance.get("name") or (loaded.path.stem if loaded.path else "model")
+    fmt = provenance.get("format", "leanseg")
+    card = provenance.get("card")
+    tail = f", card: {card}" if card and card != "defaults" else (", no card: default names, palette, ImageNet "
+                                                                    "mean/std, RGB" if card else "")
+    multiple = getattr(info.config, "size_multiple", 32)
+    return f"{name} ({fmt}, {info.config.num_classes} classes, size multiple {multiple}{tail})"
+
+
+def is_zip(path: Path) -> bool:
+    return zipfile.is_zipfile(path)
