@@ -134,7 +134,7 @@ def _import_node(b: Builder, node: onnx.NodeProto) -> list[Value]:
     if op in DIMS_OPS and (op == "Shape" or sizes_only):
         return [DIMS_OPS[op](b, attrs)]
     if op not in HANDLERS:
-        raise b.error("is supported on constants and sizes only, not on run-time tensors")
+        raise b.error("is supported on constants known at import time only")
     return [HANDLERS[op](b, attrs)]
 
 

@@ -153,7 +153,7 @@ def resize(b: Builder, attrs: dict[str, Any]) -> Value:
     if attrs.get("antialias", 0) or attrs.get("exclude_outside", 0):
         raise b.error("uses antialias or exclude_outside; unsupported")
     if mode == "nearest":
-        nearest = attrs.get("nearest_mode", "round_prefer_floor")
+        nearest = attrs.get("nearest_mode", "round_prefer_floor" if b.opset >= 11 else "floor")  # Upsample floors
         if transform == "asymmetric" and nearest == "floor":
             kwargs["mode"] = "nearest"
         elif transform in ("half_pixel", "pytorch_half_pixel") and nearest == "round_prefer_ceil":
