@@ -25,6 +25,7 @@ from typing import Any
 from ..events import EventSink, JobEvent, ignore_event
 from ..jobs.batch import BatchSummary, finish_summary, model_fingerprint, open_batch
 from ..jobs.batch_plan import BatchSettings
+from ..jobs.folder_lock import FolderLock
 from ..jobs.manifest import ImageRecord
 from ..model.checkpoint import LoadedModel, save_checkpoint
 from ..predict import InferenceOptions, Segmenter
@@ -77,11 +78,20 @@ def run_batch_on_ray(
     """Segment every unfinished image of `settings.in_dir` on a Ray actor pool; returns like run_batch.
 
     Raises RayBatchError (no ray, or too few CPUs/GPUs for the actors asked for) and
-    ManifestError (the output folder holds another model's results, unless overwrite).
+    ManifestError (the output folder holds another model's results, unless overwrite; or
+    FolderBusyError: another run holds the folder's lock).
     """
     ray = import_ray()
     if settings.write_probs and not options.want_probs:
         raise ValueError("write_probs needs InferenceOptions(want_probs=True)")
+    # one writer per output folder: the driver holds the lock for the whole run (actors only write outputs)
+    with FolderLock(settings.out_dir, on_note=lambda note: on_event(JobEvent("warning", note))):
+        return _run_on_ray(ray, settings, loaded, options, ray_options, cancel, stop_after_current, on_event)
+
+
+def _run_on_ray(ray: Any, settings: BatchSettings, loaded: LoadedModel, options: InferenceOptions,
+                ray_options: RayOptions, cancel: threading.Event | None, stop_after_current: threading.Event | None,
+                on_event: EventSink) -> BatchSummary:
     start = time.perf_counter()
     # the fingerprint reads weights and precision only: an eager CPU Segmenter compiles nothing
     fingerprint = model_fingerprint(Segmenter(loaded, replace(options, engine="eager", device="cpu")))

@@ -17,6 +17,7 @@ from types import FrameType
 from ..events import JobEvent
 from ..jobs.batch import BatchSummary, run_batch
 from ..jobs.batch_plan import BatchSettings
+from ..jobs.folder_lock import FolderLock
 from ..jobs.manifest import ManifestError
 from ..memory import format_bytes
 from .batch_ray import add_ray_options, check_ray_arguments, ray_requested, run_on_ray
@@ -54,6 +55,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = BatchSettings(args.in_dir, args.out, recursive=args.recursive, write_overlay=args.overlay,
                                  write_probs=args.probs, overwrite=args.overwrite)
+        lock = FolderLock(settings.out_dir, on_note=lambda note: print(note, file=sys.stderr, flush=True))
+        with lock:  # taken before the model is built, so a second run on this folder is refused at once
+            return _run_locked(args, settings)
+    except (CommandError, ValueError, ManifestError) as err:
+        return report_error(err)
+    except OSError as err:
+        return report_error(CommandError(f"{args.out}: cannot write the output folder ({err.strerror or err})"))
+
+
+def _run_locked(args: argparse.Namespace, settings: BatchSettings) -> int:
+    try:
         ray_options = check_ray_arguments(args) if ray_requested(args) else None
         segmenter = None if ray_options is not None else build_segmenter(args, want_probs=args.probs)
     except (CommandError, ValueError) as err:

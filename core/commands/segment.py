@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ..events import JobEvent
-from ..jobs import segment_files
+from ..jobs import ManifestError, segment_files
 from ..memory import format_bytes
 from .common import (
     CommandError,
@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("images", nargs="+", type=Path, metavar="IMAGE")
     parser.add_argument("--out", type=Path, required=True, help="output folder (created if missing)")
     parser.add_argument("--no-overlay", action="store_true", help="write only NAME_labels.png")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing outputs that no `leanseg segment` wrote (default: refuse them; "
+                             "inputs are never overwritten)")
     add_inference_options(parser)
     add_memory_log_option(parser)
     parser.set_defaults(run=run)
@@ -48,9 +51,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         with memory_logging(args.memory_log, segmenter.device, show) as on_event:
             summary = segment_files(list(args.images), args.out, segmenter, write_overlay=not args.no_overlay,
-                                    on_event=on_event)
-    except CommandError as err:
+                                    overwrite=args.overwrite, on_event=on_event)
+    except (CommandError, ManifestError) as err:  # ManifestError: FolderBusyError, another run writes --out
         return report_error(err)
+    except OSError as err:
+        return report_error(CommandError(f"{args.out}: cannot write the output folder ({err.strerror or err})"))
     ok = [r for r in summary.results if r.ok]
     total = sum(r.seconds for r in ok)
     peak = max((r.peak_bytes for r in ok), default=0)

@@ -1,6 +1,7 @@
 """Write outputs atomically (temp file, then rename) and draw overlays."""
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Sequence
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+
+from .output_names import output_stem as output_stem  # the naming rule lives in output_names
 
 
 def _umask() -> int:
@@ -95,6 +98,40 @@ def overlay(rgb: np.ndarray, labels: np.ndarray, colours: Sequence[Sequence[int]
     return cv2.addWeighted(rgb, 1.0 - alpha, colourise(labels, colours), alpha, 0.0)
 
 
-def output_stem(image_path: str | Path) -> str:
-    """`photo.tif` -> `photo`; outputs are `photo_labels.png`, `photo_overlay.png`."""
-    return Path(image_path).stem
+def content_digest(data: bytes) -> str:
+    """The checksum recorded for each written output: blake2b, 16 bytes, hex."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    """`content_digest` of a file's bytes, read in 1 MB blocks."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def output_damage(path: Path, size: int, digest: str) -> str:
+    """Why the output at `path` is not the one written ('' when intact): missing, resized, changed.
+
+    Without a recorded digest (manifests from before checksums) the file must decode instead."""
+    try:
+        actual = path.stat().st_size
+        if actual != size:
+            return f"{actual} bytes, {size} when written"
+        if digest:
+            return "" if file_digest(path) == digest else "changed since written (checksum differs)"
+        return "" if _decodes(path) else "does not decode"
+    except OSError as err:
+        return f"unreadable ({err.strerror or err})"
+
+
+def _decodes(path: Path) -> bool:
+    if path.suffix == ".npy":
+        try:
+            np.load(path, allow_pickle=False)
+        except (ValueError, OSError):
+            return False
+        return True
+    return cv2.imread(str(path), cv2.IMREAD_UNCHANGED) is not None

@@ -23,6 +23,7 @@ from ..events import EventSink, JobCancelled, JobEvent, ignore_event
 from ..predict import Segmentation, Segmenter
 from .batch_image import ReadInput, check_outputs_free, error_record, finish_image, read_input
 from .batch_plan import BatchPlan, BatchSettings, ImageTask, plan_batch, remove_stale_temp_files
+from .folder_lock import FolderLock
 from .manifest import MANIFEST_NAME, SUMMARY_NAME, ImageRecord, Manifest
 from .prefetch import BackgroundWriter, Prefetcher
 
@@ -88,13 +89,20 @@ def run_batch(
 ) -> BatchSummary:
     """Segment every image in `settings.in_dir` not already finished in `settings.out_dir`.
 
-    Raises ManifestError if the output folder holds another model's results (unless overwrite).
-    Bad inputs are recorded in summary.csv and skipped; the batch goes on.
+    Raises ManifestError if the output folder holds another model's results (unless overwrite), and
+    FolderBusyError (a ManifestError) if another run is writing it. Bad inputs are recorded in
+    summary.csv and skipped; the batch goes on.
     """
-    start = time.perf_counter()
-    info = segmenter.info
     if settings.write_probs and not segmenter.options.want_probs:
         raise ValueError("write_probs needs a Segmenter made with InferenceOptions(want_probs=True)")
+    with FolderLock(settings.out_dir, on_note=partial(_warn, on_event)):
+        return _run_batch(settings, segmenter, cancel, stop_after_current, on_event)
+
+
+def _run_batch(settings: BatchSettings, segmenter: Segmenter, cancel: threading.Event | None,
+               stop_after_current: threading.Event | None, on_event: EventSink) -> BatchSummary:
+    start = time.perf_counter()
+    info = segmenter.info
     manifest, plan, summary = open_batch(settings, model_fingerprint(segmenter), info.class_names,
                                          f"on {segmenter.device}", on_event)
     todo = len(plan.tasks)
@@ -155,11 +163,14 @@ def open_batch(settings: BatchSettings, fingerprint: dict[str, Any], class_names
                on_event: EventSink) -> tuple[Manifest, BatchPlan, BatchSummary]:
     """Open the output folder's manifest, clear stale temp files, plan what is left, report 'start'.
 
-    Shared by the local batch and the Ray batch; `where` ends the start message ("on cpu", "on Ray").
+    Shared by the local batch and the Ray batch (each holds the folder's lock around it); `where` ends
+    the start message ("on cpu", "on Ray"). Each damaged output found is a warning, and its image is redone.
     """
     manifest = Manifest.open(settings.out_dir, fingerprint, class_names, fresh=settings.overwrite)
     remove_stale_temp_files(settings.out_dir)
     plan = plan_batch(settings, manifest)
+    for damage in plan.damaged:
+        _warn(on_event, damage)
     summary = BatchSummary(settings, total=plan.total, finished_before=len(plan.finished))
     todo = len(plan.tasks)
     on_event(JobEvent(
@@ -180,6 +191,10 @@ def finish_summary(summary: BatchSummary, todo: int, start: float, on_event: Eve
                       f"{summary.finished_before} finished before, {summary.remaining} left",
                       count=todo, data={"seconds": summary.seconds}))
     return summary
+
+
+def _warn(on_event: EventSink, message: str) -> None:
+    on_event(JobEvent("warning", message))
 
 
 def _read_checked(task: ImageTask) -> ReadInput:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..events import EventSink, JobCancelled, ignore_event
 from ..io.images import ImageData, read_image, to_rgb8
-from ..io.outputs import atomic_write_bytes, encode_png, overlay
+from ..io.outputs import atomic_write_bytes, content_digest, encode_png, overlay
 from ..predict import Segmentation, Segmenter
 from .batch_plan import ImageTask
 from .manifest import ImageRecord, Manifest, OutputFile
@@ -39,7 +39,11 @@ def read_input(task: ImageTask) -> ReadInput:
 
 
 def check_outputs_free(task: ImageTask) -> None:
-    """Raise OutputExistsError if any output path holds a file that is not ours to replace."""
+    """Raise OutputExistsError if an output path is an input of the batch, or holds a file not ours to replace."""
+    if task.forbidden:
+        names = ", ".join(str(task.out_dir / rel) for rel in sorted(task.forbidden))
+        raise OutputExistsError(f"{task.source}: its output {names} is an input of this batch and is never "
+                                "overwritten; choose another --out")
     foreign = task.foreign_outputs()
     if foreign:
         names = ", ".join(str(p) for p in foreign)
@@ -49,7 +53,7 @@ def check_outputs_free(task: ImageTask) -> None:
 
 def write_outputs(task: ImageTask, read: ReadInput, result: Segmentation,
                   class_colours: tuple[tuple[int, int, int], ...]) -> dict[str, OutputFile]:
-    """Write each wanted output atomically (temp file + rename); returns kind -> file and size."""
+    """Write each wanted output atomically (temp file + rename); returns kind -> file, size and checksum."""
     check_outputs_free(task)
     written: dict[str, OutputFile] = {}
     for kind in task.outputs:
@@ -66,7 +70,7 @@ def write_outputs(task: ImageTask, read: ReadInput, result: Segmentation,
         else:
             raise ValueError(f"unknown output kind {kind!r}")
         atomic_write_bytes(task.output_path(kind), data)
-        written[kind] = OutputFile(task.outputs[kind], len(data))
+        written[kind] = OutputFile(task.outputs[kind], len(data), content_digest(data))
     return written
 
 
@@ -94,9 +98,10 @@ def finish_image(task: ImageTask, read: ReadInput, result: Segmentation, manifes
     """Write outputs and build the record. With a manifest, note the outputs as pending first (so a kill
     mid-write leaves them ours to redo) and record the result after; without one (a remote worker),
     the caller records it: `manifest.begin` before dispatching, `manifest.finish` on the result."""
-    if manifest is not None:
-        manifest.begin(task.key, list(task.outputs.values()))
     try:
+        check_outputs_free(task)  # before `begin`: a file not ours must never be noted as ours
+        if manifest is not None:
+            manifest.begin(task.key, list(task.outputs.values()))
         outputs = write_outputs(task, read, result, class_colours)
     except (OSError, ValueError, OutputExistsError) as err:
         record = error_record(task, err)

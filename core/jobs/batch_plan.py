@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..io.images import IMAGE_SUFFIXES
+from ..io.output_names import OUTPUT_SUFFIXES, output_file_name, output_stems, stem_at_level
 from .manifest import Manifest
 
-OUTPUT_SUFFIXES = {"labels": "_labels.png", "overlay": "_overlay.png", "probs": "_probs.npy"}
 # atomic_write_bytes names its temporary files ".NAME.XXXXXXXX.tmp"; a kill can leave one behind
 _TEMP_FILE = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{8}\.tmp$")
 _OWN_NAMES = (*OUTPUT_SUFFIXES.values(), "manifest.json", "summary.csv")
@@ -54,6 +53,7 @@ class ImageTask:
     out_dir: Path  # the batch's output folder
     outputs: dict[str, str] = field(hash=False)  # kind -> path relative to out_dir
     replaceable: frozenset[str] = frozenset()  # outputs that may be replaced (ours, or --overwrite)
+    forbidden: frozenset[str] = frozenset()  # outputs that are inputs of this batch: never written
 
     def output_path(self, kind: str) -> Path:
         return self.out_dir / self.outputs[kind]
@@ -69,6 +69,7 @@ class BatchPlan:
     tasks: list[ImageTask]  # to segment now, in path order
     finished: list[str]  # keys the manifest shows finished and intact: skipped
     total: int  # images found
+    damaged: list[str] = field(default_factory=list)  # one line per finished image redone: output damaged
 
 
 def find_images(in_dir: Path, recursive: bool, suffixes: tuple[str, ...], exclude: Path | None = None) -> list[Path]:
@@ -85,33 +86,47 @@ def find_images(in_dir: Path, recursive: bool, suffixes: tuple[str, ...], exclud
     return sorted(found, key=lambda p: p.relative_to(in_dir).as_posix())
 
 
-def output_stems(paths: list[Path], in_dir: Path) -> dict[Path, str]:
-    """Relative output stem per input: `sub/photo`; `photo.png` beside `photo.jpg` gives `photo_png`."""
-    counts = Counter((p.parent, p.stem) for p in paths)
-    stems = {}
-    for path in paths:
-        stem = path.stem if counts[(path.parent, path.stem)] == 1 else f"{path.stem}_{path.suffix.lstrip('.')}"
-        stems[path] = (path.parent.relative_to(in_dir) / stem).as_posix()
-    return stems
-
-
 def plan_batch(settings: BatchSettings, manifest: Manifest) -> BatchPlan:
-    """Every image in the input folder either finished (skip) or a task; nothing is read yet."""
+    """Every image in the input folder either finished (skip) or a task; nothing is read yet.
+
+    Output names follow `io.output_names` (unique in the run, the same on every rerun); a finished
+    image keeps the outputs its record names, and a task never takes a name recorded for another."""
     exclude = settings.out_dir if _inside(settings.out_dir, settings.in_dir) else None
     paths = find_images(settings.in_dir, settings.recursive, settings.suffixes, exclude)
     kinds = settings.output_kinds
-    tasks: list[ImageTask] = []
+    keys = {path: path.relative_to(settings.in_dir).as_posix() for path in paths}
+    stems = output_stems(keys.values())
     finished: list[str] = []
-    for path, stem in output_stems(paths, settings.in_dir).items():
-        key = path.relative_to(settings.in_dir).as_posix()
+    damaged: list[str] = []
+    todo: list[tuple[Path, str]] = []
+    for path, key in keys.items():
         stat = path.stat()
-        if not settings.overwrite and manifest.finished(key, kinds, stat.st_size, stat.st_mtime_ns):
-            finished.append(key)
-            continue
-        outputs = {kind: stem + OUTPUT_SUFFIXES[kind] for kind in kinds}
-        owned = set(outputs.values()) if settings.overwrite else manifest.owned_outputs(key)
-        tasks.append(ImageTask(path, key, settings.out_dir, outputs, frozenset(owned)))
-    return BatchPlan(tasks, finished, len(paths))
+        if not settings.overwrite:
+            intact, damage = manifest.verify(key, kinds, stat.st_size, stat.st_mtime_ns)
+            if intact:
+                finished.append(key)
+                continue
+            if damage:
+                damaged.append(damage)
+        todo.append((path, key))
+    taken = {f.path.casefold(): key for key in finished for f in manifest.records[key].outputs.values()}
+    inputs = _resolved_inputs(paths, settings)
+    tasks: list[ImageTask] = []
+    for path, key in todo:
+        outputs = {kind: output_file_name(stems[key], kind) for kind in kinds}
+        if any(taken.get(rel.casefold(), key) != key for rel in outputs.values()):
+            outputs = {kind: output_file_name(stem_at_level(key, 2), kind) for kind in kinds}
+        replaceable = frozenset(rel for rel in outputs.values() if settings.overwrite or manifest.owns(rel, key))
+        forbidden = frozenset(rel for rel in outputs.values() if (settings.out_dir / rel).resolve() in inputs)
+        tasks.append(ImageTask(path, key, settings.out_dir, outputs, replaceable, forbidden))
+    return BatchPlan(tasks, finished, len(paths), damaged)
+
+
+def _resolved_inputs(paths: list[Path], settings: BatchSettings) -> set[Path]:
+    """The inputs' real paths, when the output folder overlaps the input folder (else no output can be one)."""
+    if not (_inside(settings.out_dir, settings.in_dir) or _inside(settings.in_dir, settings.out_dir)):
+        return set()
+    return {path.resolve() for path in paths}
 
 
 def remove_stale_temp_files(out_dir: Path) -> list[Path]:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..io.outputs import atomic_write_bytes
+from ..io.outputs import atomic_write_bytes, output_damage
 
 MANIFEST_NAME = "manifest.json"
 JOURNAL_NAME = "manifest.journal.jsonl"
@@ -34,6 +34,7 @@ class ManifestError(Exception):
 class OutputFile:
     path: str  # relative to the output folder, '/'-separated
     bytes: int  # size when written; a different size on disk means damaged
+    blake2b: str = ""  # checksum when written (io.outputs.content_digest); "" in manifests from before checksums
 
 
 @dataclass
@@ -71,6 +72,7 @@ class Manifest:
         self.class_names = class_names
         self.records: dict[str, ImageRecord] = {}
         self.pending: dict[str, list[str]] = {}  # source -> outputs being written right now
+        self.owned: set[str] = set()  # every output a batch of this folder wrote: ours to replace
         self._lock = threading.Lock()
         self._journal: io.TextIOWrapper | None = None
         self._last_snapshot = time.monotonic()
@@ -95,6 +97,7 @@ class Manifest:
                     raise ValueError(f"format {data.get('format')!r}, expected {FORMAT!r}")
                 records = {key: ImageRecord.from_json(value) for key, value in data["images"].items()}
                 pending = {key: list(value) for key, value in data.get("pending", {}).items()}
+                owned = {str(path) for path in data.get("owned", [])}
             except (ValueError, KeyError, TypeError) as err:
                 raise ManifestError(f"{path}: not a readable batch manifest ({err}); pass --overwrite to start "
                                     "this folder over, or choose another output folder") from err
@@ -104,6 +107,7 @@ class Manifest:
                     f"{_describe(self.fingerprint)}; pass --overwrite to redo them, or choose another output folder"
                 )
             self.records, self.pending = records, pending
+            self.owned = owned | {f.path for r in records.values() for f in r.outputs.values()}
         journal = self.out_dir / JOURNAL_NAME
         if journal.exists():
             for line in journal.read_text(errors="replace").splitlines():
@@ -119,32 +123,36 @@ class Manifest:
             record = ImageRecord.from_json(entry["record"])
             self.records[record.source] = record
             self.pending.pop(record.source, None)
+            self.owned.update(f.path for f in record.outputs.values())
 
-    def owned_outputs(self, source: str) -> set[str]:
-        """Outputs this folder's batches wrote (or began to write) for `source`: safe to replace."""
+    def owns(self, path: str, source: str) -> bool:
+        """True when a batch of this folder wrote `path` (for any input, in any run), or began to write it
+        for `source`: safe to replace. Kept when a later attempt fails, so a disturbed job still resumes."""
         with self._lock:
-            record = self.records.get(source)
-            owned = {f.path for f in record.outputs.values()} if record else set()
-            return owned | set(self.pending.get(source, ()))
+            return path in self.owned or path in self.pending.get(source, ())
 
     def finished(self, source: str, kinds: tuple[str, ...], input_bytes: int, input_mtime_ns: int) -> bool:
         """True when `source` finished ok from this very input and each wanted output is intact."""
+        return self.verify(source, kinds, input_bytes, input_mtime_ns)[0]
+
+    def verify(self, source: str, kinds: tuple[str, ...], input_bytes: int,
+               input_mtime_ns: int) -> tuple[bool, str]:
+        """(finished, damage): finished when `source` finished ok from this very input and each wanted output
+        has the size and checksum it was written with; damage names a recorded output that does not."""
         with self._lock:
             record = self.records.get(source)
         if record is None or record.status != "ok":
-            return False
+            return False, ""
         if (record.input_bytes, record.input_mtime_ns) != (input_bytes, input_mtime_ns):
-            return False
+            return False, ""
         for kind in kinds:
             output = record.outputs.get(kind)
             if output is None:
-                return False
-            try:
-                if (self.out_dir / output.path).stat().st_size != output.bytes:
-                    return False
-            except OSError:
-                return False
-        return True
+                return False, ""
+            damage = output_damage(self.out_dir / output.path, output.bytes, output.blake2b)
+            if damage:
+                return False, f"{self.out_dir / output.path}: {damage}; redoing {source}"
+        return True, ""
 
     def begin(self, source: str, outputs: list[str]) -> None:
         """Note, before writing them, which outputs `source` is about to get."""
@@ -157,6 +165,7 @@ class Manifest:
         with self._lock:
             self.records[record.source] = record
             self.pending.pop(record.source, None)
+            self.owned.update(f.path for f in record.outputs.values())
             self._append({"record": record.to_json()})
             if time.monotonic() - self._last_snapshot >= SNAPSHOT_EVERY_S:
                 self._write_snapshot()
@@ -180,6 +189,7 @@ class Manifest:
             "class_names": list(self.class_names),
             "images": {key: self.records[key].to_json() for key in sorted(self.records)},
             "pending": self.pending,
+            "owned": sorted(self.owned - {f.path for r in self.records.values() for f in r.outputs.values()}),
         }
         atomic_write_bytes(self.out_dir / MANIFEST_NAME, json.dumps(data, indent=1).encode())
         atomic_write_bytes(self.out_dir / SUMMARY_NAME, summary_csv(self.records, self.class_names).encode())

@@ -1,6 +1,7 @@
 """The `segment` job: a list of image files -> labels (and overlay) PNGs in a folder."""
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -8,10 +9,13 @@ from pathlib import Path
 from ..engine.oom import OutOfMemory
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event
 from ..io.images import ImageReadError, read_image, to_rgb8
+from ..io.output_names import output_file_name, output_stems
 from ..io.outputs import overlay, write_png
 from ..memory import format_bytes
 from ..predict import Segmenter
+from .folder_lock import FolderLock
 from .segment_large import is_large_tiff, segment_large_tiff
+from .segment_ledger import SegmentLedger
 
 
 @dataclass
@@ -43,9 +47,19 @@ class JobSummary:
 
 
 def output_names(paths: list[Path]) -> list[str]:
-    """One output stem per input; a stem seen twice gets its extension appended."""
-    stems = [p.stem for p in paths]
-    return [f"{p.stem}_{p.suffix.lstrip('.')}" if stems.count(p.stem) > 1 else p.stem for p in paths]
+    """One output stem per input, by the rule of `io.output_names` over the paths below their common
+    folder, flattened into one output folder: `d1/a.png`, `d2/a.png` -> `a_png_<hash>` twice, distinct."""
+    if not paths:
+        return []
+    absolute = [Path(os.path.abspath(p)) for p in paths]
+    common = Path(os.path.commonpath([str(p.parent) for p in absolute]))
+    keys = [p.relative_to(common).as_posix() for p in absolute]
+    stems = output_stems(keys, mirror_folders=False)
+    return [stems[key] for key in keys]
+
+
+class OutputRefused(ValueError):
+    """An output path is an input, or holds a file no `leanseg segment` wrote (without --overwrite)."""
 
 
 def segment_files(
@@ -54,10 +68,48 @@ def segment_files(
     segmenter: Segmenter,
     *,
     write_overlay: bool = True,
+    overwrite: bool = False,
     cancel: threading.Event | None = None,
     on_event: EventSink = ignore_event,
 ) -> JobSummary:
-    """Segment each file; a bad file is reported and skipped. Inputs are never overwritten."""
+    """Segment each file; a bad file is reported and skipped.
+
+    Outputs are named by `io.output_names`. No output is ever written over an input; an existing file
+    is replaced only if a `leanseg segment` run wrote it (the folder's ledger) or `overwrite`. Holds
+    the output folder's lock (FolderBusyError if another run writes there)."""
+    with FolderLock(out_dir, on_note=lambda note: on_event(JobEvent("warning", note))):
+        ledger = SegmentLedger(out_dir)
+        try:
+            return _segment_all(paths, out_dir, segmenter, write_overlay, _OutputGuard(paths, ledger, overwrite),
+                                cancel, on_event)
+        finally:
+            ledger.close()
+
+
+class _OutputGuard:
+    """Refuses outputs that are inputs, or existing files that are not ours; notes the rest as ours."""
+
+    def __init__(self, inputs: list[Path], ledger: SegmentLedger, overwrite: bool) -> None:
+        self.inputs = {p.resolve() for p in inputs}
+        self.ledger = ledger
+        self.overwrite = overwrite
+
+    def check(self, source: Path, targets: list[Path]) -> None:
+        for target in targets:
+            if target.resolve() in self.inputs:
+                raise OutputRefused(f"{source}: its output {target} is one of the inputs and is never overwritten; "
+                                    "choose another --out")
+            if target.exists() and not self.overwrite and not self.ledger.owns(target.name):
+                raise OutputRefused(f"{source}: {target} already exists and was not written by leanseg segment; "
+                                    "pass --overwrite to replace it")
+
+    def claim(self, source: Path, targets: list[Path]) -> None:
+        for target in targets:
+            self.ledger.add(target.name, source.resolve())
+
+
+def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, write_overlay: bool, guard: _OutputGuard,
+                 cancel: threading.Event | None, on_event: EventSink) -> JobSummary:
     summary = JobSummary()
     count = len(paths)
     on_event(JobEvent("start", f"segmenting {count} image(s) on {segmenter.device}", count=count))
@@ -67,7 +119,7 @@ def segment_files(
             on_event(JobEvent("cancelled", "cancelled", index=index, count=count))
             break
         try:
-            result = _segment_one(path, out_dir, stem, segmenter, write_overlay, cancel, on_event)
+            result = _segment_one(path, out_dir, stem, segmenter, write_overlay, guard, cancel, on_event)
         except JobCancelled:
             summary.cancelled = True
             on_event(JobEvent("cancelled", f"cancelled during {path}", index=index, count=count))
@@ -98,21 +150,25 @@ def _segment_one(
     stem: str,
     segmenter: Segmenter,
     write_overlay: bool,
+    guard: _OutputGuard,
     cancel: threading.Event | None,
     on_event: EventSink,
 ) -> FileResult:
     if is_large_tiff(path):  # an uncompressed TIFF this big is segmented from a memory map, tile by tile
-        large = segment_large_tiff(path, out_dir / f"{stem}_labels.tif", segmenter, cancel=cancel, on_event=on_event)
+        labels_tif = out_dir / f"{stem}_labels.tif"
+        guard.check(path, [labels_tif])
+        guard.claim(path, [labels_tif])
+        large = segment_large_tiff(path, labels_tif, segmenter, cancel=cancel, on_event=on_event)
         return FileResult(path, ok=True, outputs=[large.labels_path], seconds=large.seconds,
                           peak_bytes=large.peak_bytes, start_bytes=large.start_bytes, width=large.width,
                           height=large.height, device=large.device)
+    labels_path = out_dir / output_file_name(stem, "labels")
+    overlay_path = out_dir / output_file_name(stem, "overlay")
+    targets = [labels_path, overlay_path] if write_overlay else [labels_path]
+    guard.check(path, targets)  # before reading or inference
     image = read_image(path)
-    labels_path = out_dir / f"{stem}_labels.png"
-    overlay_path = out_dir / f"{stem}_overlay.png"
-    for target in (labels_path, overlay_path):
-        if target.exists() and target.resolve() == path.resolve():
-            raise ValueError(f"{path}: the output {target.name} would overwrite the input; choose another --out")
     result = segmenter.segment(image, cancel=cancel, on_event=on_event)
+    guard.claim(path, targets)
     outputs = [write_png(labels_path, result.labels)]
     if write_overlay:
         blended = overlay(to_rgb8(image), result.labels, segmenter.info.class_colours, alpha=0.5)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event
 from ..io.images import ImageData
+from ..io.output_names import output_stem
 from ..io.video import VideoInfo, VideoReader
 from ..io.video_writer import VideoWriteError, VideoWriter
 from ..memory import format_bytes
@@ -87,7 +88,7 @@ def segment_video(
         summary = VideoJobSummary(input_path, info, frames_expected=reader.frames_to_read,
                                   csv_path=options.csv_path)
         out_fps = (info.fps or DEFAULT_FPS) / options.every
-        sink = _open_sink(output_path, out_fps, info, segmenter, options, input_path.stem)
+        sink = _open_sink(output_path, out_fps, info, segmenter, options, output_stem(input_path))
         on_event(JobEvent("start", f"{input_path.name}: {info.describe()}, on {segmenter.device}",
                           count=summary.frames_expected, path=str(input_path)))
         start = time.perf_counter()

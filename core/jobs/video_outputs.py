@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io.output_names import frame_labels_name
 from ..io.outputs import overlay, write_png
 from ..io.video import VideoFrame
 from ..io.video_writer import VideoWriter
@@ -110,7 +111,7 @@ class SegmentedFrameSink:
     def _write_one(self, frame: VideoFrame, labels: np.ndarray) -> None:
         self.writer.write(overlay(frame.rgb, labels, self.colours, self.alpha))
         if self.labels_dir is not None:
-            write_png(self.labels_dir / f"{self.labels_stem}_{frame.index:06d}_labels.png", labels)
+            write_png(self.labels_dir / frame_labels_name(self.labels_stem, frame.index), labels)
             self.label_files += 1
         if self.csv is not None:
             self.csv.add(frame.index, frame.seconds, labels)

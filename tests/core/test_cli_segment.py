@@ -36,7 +36,8 @@ def test_segment_writes_labels_and_overlay_and_skips_bad_files(
     labels = cv2.imread(str(out / "input_labels.png"), cv2.IMREAD_UNCHANGED)
     assert labels.shape == (45, 61) and labels.dtype == np.uint8 and labels.max() < 4
     assert read_image(out / "input_overlay.png").pixels.shape == (45, 61, 3)
-    assert sorted(p.name for p in out.iterdir()) == ["input_labels.png", "input_overlay.png"]
+    # the ledger of what segment wrote here (so a rerun may replace it); the folder lock is gone after the run
+    assert sorted(p.name for p in out.iterdir()) == [".leanseg-segment.jsonl", "input_labels.png", "input_overlay.png"]
 
 
 def test_all_good_exits_zero(tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path) -> None:

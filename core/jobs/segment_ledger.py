@@ -1,0 +1,52 @@
+"""What `leanseg segment` wrote in an output folder, so a rerun may replace its own files and nothing else.
+
+`OUT/.leanseg-segment.jsonl`: one line per output, appended and fsynced before the output is
+written (outputs are written atomically, so a kill leaves the old file or the new one, both ours).
+A torn last line is ignored. The batch job keeps the same knowledge in its manifest.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+LEDGER_NAME = ".leanseg-segment.jsonl"
+
+
+class SegmentLedger:
+    """The set of output names (relative to the folder) that `leanseg segment` runs wrote there."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.path = out_dir / LEDGER_NAME
+        self.written: set[str] = set()
+        self._handle: io.TextIOWrapper | None = None
+        try:
+            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            lines = []
+        for line in lines:
+            try:
+                self.written.add(str(json.loads(line)["output"]))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line torn by a kill
+
+    def owns(self, name: str) -> bool:
+        return name in self.written
+
+    def add(self, name: str, source: Path) -> None:
+        """Note, durably, that `name` is about to be written from `source`."""
+        if name in self.written:
+            return
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self._handle.write(json.dumps({"output": name, "source": str(source)}) + "\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self.written.add(name)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
