@@ -14,7 +14,7 @@ from torch import nn
 
 from ..io.outputs import FILE_MODE, new_temp_file
 from . import build_model
-from .config import ModelConfig, config_from_dict, config_to_dict
+from .config import ModelConfig, config_from_dict, config_to_dict, validate_palette_and_normalisation
 
 FORMAT_VERSION = 1
 METADATA_KEY = "leanseg"
@@ -37,15 +37,14 @@ class ModelInfo:
     provenance: dict[str, Any] = field(default_factory=dict)  # data, command, epochs, metric
 
     def __post_init__(self) -> None:
-        k = self.config.num_classes
-        if len(self.class_names) != k or len(self.class_colours) != k:
-            raise ValueError(
-                f"{k} classes need {k} names and colours, got {len(self.class_names)} names "
-                f"and {len(self.class_colours)} colours"
-            )
-        c = self.config.in_channels
-        if len(self.mean) != c or len(self.std) != c:
-            raise ValueError(f"mean and std need {c} values (in_channels), got {self.mean}, {self.std}")
+        validate_palette_and_normalisation(self.config.num_classes, self.config.in_channels, self.class_names,
+                                           self.class_colours, self.mean, self.std)
+        if self.ignore_index is not None and (isinstance(self.ignore_index, bool)
+                                              or not isinstance(self.ignore_index, int)
+                                              or not 0 <= self.ignore_index <= 255):
+            raise ValueError(f"ignore_index must be a label in 0..255 or null, got {self.ignore_index!r}")
+        if not isinstance(self.provenance, dict):
+            raise ValueError(f"provenance must be a JSON object, got {type(self.provenance).__name__}")
 
 
 @dataclass
@@ -119,24 +118,34 @@ def load_checkpoint(path: str | Path) -> LoadedModel:
 
 
 def _read(path: Path, with_weights: bool) -> tuple[ModelInfo, dict[str, torch.Tensor]]:
+    """Metadata validated first, then (with_weights) the tensors' shapes against the model the metadata
+    describes, built on the meta device; only then are the weights read. Nothing large is allocated
+    for a file whose metadata or shapes are wrong."""
     if not path.is_file():
         raise CheckpointError(f"{path}: no such file")
     if path.stat().st_size < 8:
         raise CheckpointError(f"{path}: file is empty or truncated ({path.stat().st_size} bytes)")
     try:
         with safe_open(str(path), framework="pt") as handle:
-            metadata = handle.metadata() or {}
-            tensors = {k: handle.get_tensor(k) for k in handle.keys()} if with_weights else {}
+            info = _parse_info(path, handle.metadata() or {})
+            if not with_weights:
+                return info, {}
+            _check_shapes(path, info.config, {k: tuple(handle.get_slice(k).get_shape()) for k in handle.keys()})
+            tensors = {k: handle.get_tensor(k) for k in handle.keys()}
     except (SafetensorError, OSError, ValueError, RuntimeError) as err:
         raise CheckpointError(
             f"{path}: not a readable safetensors file (truncated or another format?): {err}"
         ) from err
+    return info, tensors
+
+
+def _parse_info(path: Path, metadata: dict[str, str]) -> ModelInfo:
     if METADATA_KEY not in metadata:
         raise CheckpointError(f"{path}: a safetensors file, but not a leanseg checkpoint (no metadata)")
     try:
         meta = json.loads(metadata[METADATA_KEY])
         version = int(meta.get("format_version", 0))
-    except (ValueError, TypeError, AttributeError) as err:
+    except (ValueError, TypeError, AttributeError, RecursionError, OverflowError) as err:
         raise CheckpointError(f"{path}: damaged leanseg metadata: {err}") from err
     if version > FORMAT_VERSION:
         raise CheckpointError(
@@ -146,13 +155,33 @@ def _read(path: Path, with_weights: bool) -> tuple[ModelInfo, dict[str, torch.Te
     try:
         info = ModelInfo(
             config=config_from_dict(meta["config"]),
-            class_names=tuple(meta["class_names"]),
-            class_colours=tuple(tuple(int(v) for v in c) for c in meta["class_colours"]),  # type: ignore[misc]
-            mean=tuple(float(v) for v in meta["mean"]),
-            std=tuple(float(v) for v in meta["std"]),
+            class_names=_as_list(meta["class_names"]),  # each field validated in ModelInfo
+            class_colours=tuple(_as_list(c) for c in _as_list(meta["class_colours"])),
+            mean=_as_list(meta["mean"]),
+            std=_as_list(meta["std"]),
             ignore_index=meta.get("ignore_index"),
-            provenance=dict(meta.get("provenance") or {}),
+            provenance=meta.get("provenance") or {},
         )
-    except (KeyError, ValueError, TypeError) as err:
+    except (KeyError, ValueError, TypeError, RecursionError) as err:
         raise CheckpointError(f"{path}: invalid model metadata: {err}") from err
-    return info, tensors
+    return info
+
+
+def _as_list(value: Any) -> Any:
+    """A JSON list as a tuple; anything else is left for validation to refuse."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _check_shapes(path: Path, config: ModelConfig, file_shapes: dict[str, tuple[int, ...]]) -> None:
+    """The model the config describes, built on the meta device (no memory), must have exactly the
+    file's tensors with the file's shapes; CheckpointError naming the first differences otherwise."""
+    with torch.device("meta"):
+        model = build_model(config)
+    wanted = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    problems = [f"{k} is {list(file_shapes[k])}, the config needs {list(shape)}"
+                for k, shape in wanted.items() if k in file_shapes and file_shapes[k] != shape]
+    problems += [f"missing {k}" for k in wanted if k not in file_shapes]
+    problems += [f"unexpected {k}" for k in file_shapes if k not in wanted]
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise CheckpointError(f"{path}: weights do not match the model config: {'; '.join(problems[:3])}{more}")
