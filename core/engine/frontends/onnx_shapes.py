@@ -169,6 +169,13 @@ def _concat(b: Builder, attrs: dict[str, Any]) -> Value:
     return settle(Dims(items, is_float=any(p.is_float for p in parts)))
 
 
+def _reshape(b: Builder, attrs: dict[str, Any]) -> Value:
+    dims, shape = _dims(b, 0), b.const(1).reshape(-1)
+    if len(shape) > 1 or (len(shape) == 0 and len(dims.items) != 1):
+        raise b.error(f"reshapes a size vector to {shape.tolist()}; only 0-D and 1-D are supported")
+    return settle(Dims(dims.items, scalar=len(shape) == 0, is_float=dims.is_float))
+
+
 def _cast(b: Builder, attrs: dict[str, Any]) -> Value:
     dims = _dims(b, 0)
     to_float = onnx.helper.tensor_dtype_to_np_dtype(attrs["to"]).kind == "f"
@@ -202,6 +209,7 @@ DIMS_OPS: dict[str, Callable[[Builder, dict[str, Any]], Value]] = {
     "Squeeze": _squeeze,
     "Concat": _concat,
     "Cast": _cast,
+    "Reshape": _reshape,
     "Identity": lambda b, attrs: _dims(b, 0),
     "Add": _arithmetic(operator.add),
     "Sub": _arithmetic(operator.sub),

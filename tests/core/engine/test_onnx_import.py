@@ -92,7 +92,19 @@ class Dilated(nn.Module):
         self.head = nn.Conv2d(8, 4, 3, padding=3, dilation=3)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.head(F.leaky_relu(self.b(torch.tanh(self.a(x))), 0.1))
+        return torch.softmax(self.head(F.leaky_relu(self.b(torch.tanh(self.a(x))), 0.1)), dim=1)
+
+
+class Transposed(nn.Module):
+    """A learned 2x upsample (ConvTranspose2d) back to the input's size, then sigmoid probabilities."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = conv_bn(3, 8, stride=2)
+        self.up = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.sigmoid(self.up(F.relu(self.down(x))))
 
 
 class FPNMerge(nn.Module):
@@ -170,6 +182,7 @@ CASES: dict[str, tuple[Callable[[], nn.Module], tuple[tuple[int, int], ...]]] = 
     "squeeze_excite": (SqueezeExcite, SIZES),
     "static_padding": (StaticPadding, SIZES),
     "dilated": (Dilated, SIZES),
+    "transposed": (Transposed, SIZES),
     "fpn_merge": (FPNMerge, ((64, 96), (96, 64), (72, 88))),  # two stride-2 levels: multiples of 4
     "aspp": (ASPP, SIZES),
     "resnet_basic": (ResNetBasic, SIZES),
@@ -225,13 +238,16 @@ def kinds(graph_module: fx.GraphModule) -> set[str]:
     ("conv_chain", {"Conv2d", "ReLU6", "BatchNorm2d", "add"}),
     ("squeeze_excite", {"Hardswish", "Hardsigmoid", "AdaptiveAvgPool2d", "Sigmoid", "mul"}),
     ("static_padding", {"pad", "SiLU", "GELU", "MaxPool2d"}),
+    ("dilated", {"Tanh", "LeakyReLU", "Softmax"}),
+    ("transposed", {"ConvTranspose2d", "Sigmoid"}),
     ("fpn_merge", {"GroupNorm", "interpolate", "add"}),
     ("aspp", {"cat", "dim_size", "interpolate"}),
 ])
 def test_patterns_become_standard_modules(name: str, expected: set[str], tmp_path: Path) -> None:
     graph_module = import_onnx(export(made(name), tmp_path / "m.onnx"))
     assert expected <= kinds(graph_module)
-    assert not {"Sigmoid", "truediv"} & kinds(graph_module) or name == "squeeze_excite"  # SiLU / GELU fused
+    if name == "static_padding":  # x * sigmoid(x) -> SiLU and the erf form -> GELU leave nothing behind
+        assert not {"Sigmoid", "truediv", "mul"} & kinds(graph_module)
 
 
 @pytest.mark.parametrize("name", ["conv_chain", "squeeze_excite", "aspp", "upsample_to_input"])
@@ -328,3 +344,38 @@ def test_hardsigmoid_with_other_coefficients_and_erf_alone() -> None:
     nodes = [helper.make_node("Erf", ["image"], ["logits"], name="/lonely/Erf")]
     with pytest.raises(FrontendError, match=r"/lonely/Erf \(op Erf\).*GELU"):
         import_onnx(graph_model(nodes, [image_input()], 17, {}))
+
+
+def test_a_size_chain_as_the_dynamo_exporter_writes_it() -> None:
+    """Shape slices, a squeeze, integer division, a reshape to [1], a concat: sizes for Resize."""
+    nodes = [helper.make_node("Shape", ["image"], ["h1"], start=2, end=3),
+             helper.make_node("Squeeze", ["h1", "zero"], ["h"]),
+             helper.make_node("Div", ["h", "two"], ["half_h"]),
+             helper.make_node("Reshape", ["half_h", "one"], ["half_h1"]),
+             helper.make_node("Shape", ["image"], ["w1"], start=-1),
+             helper.make_node("Div", ["w1", "two"], ["half_w1"]),
+             helper.make_node("Concat", ["batch_channels", "half_h1", "half_w1"], ["sizes"], axis=0),
+             helper.make_node("Resize", ["image", "", "", "sizes"], ["logits"], mode="nearest",
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor")]
+    constants = {"zero": np.array([0]), "two": np.array(2), "one": np.array([1]), "batch_channels": np.array([1, 3])}
+    graph_module = import_onnx(graph_model(nodes, [image_input()], 17, constants))
+    assert "dim_size" in kinds(graph_module)
+    for height, width in ((9, 13), (20, 6)):
+        x = torch.rand(1, 3, height, width)
+        assert torch.equal(graph_module(x), F.interpolate(x, size=(height // 2, width // 2), mode="nearest"))
+
+
+ZOO = Path(__file__).resolve().parents[3] / "out" / "zoo"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted(ZOO.glob("*.onnx")), ids=lambda p: p.stem)
+def test_zoo_models_match_onnx_runtime(path: Path) -> None:
+    """Public models (built by ../shared/zoo/build.py, where present) against ONNX Runtime."""
+    onnxruntime = pytest.importorskip("onnxruntime")
+    graph_module = import_onnx(path)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = torch.rand(1, 3, 256, 320)
+    with torch.inference_mode():
+        got = graph_module(x).numpy()
+    assert np.abs(got - session.run(None, {"image": x.numpy()})[0]).max() <= 1e-4
