@@ -33,7 +33,7 @@ def _pending_affine(b: Builder, value: Value | None, const: Value | None, index:
     module = b.module_of(value)
     return (isinstance(module, nn.GroupNorm) and isinstance(value, fx.Node) and isinstance(const, np.ndarray)
             and value.meta.get("affine_pending") in ((stage,) if stage == "weight" else ("weight", "bias"))
-            and const.size == module.num_channels and const.shape[-2:] in ((1, 1), (module.num_channels,))
+            and const.size == module.num_channels and const.ndim >= 3 and const.shape[-2:] == (1, 1)
             and b.only_reader(index))
 
 
