@@ -381,3 +381,21 @@ def test_zoo_models_match_onnx_runtime(path: Path) -> None:
     with torch.inference_mode():
         got = graph_module(x).numpy()
     assert np.abs(got - session.run(None, {"image": x.numpy()})[0]).max() <= 1e-4
+
+
+def test_external_weights_outside_the_model_folder_are_refused(tmp_path: Path) -> None:
+    """An initializer whose external data points at ../secret.bin must not read that file."""
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 16)
+    (tmp_path / "models").mkdir()
+    weight = numpy_helper.from_array(np.zeros((1, 3, 1, 1), np.float32), "w")
+    weight.ClearField("raw_data")
+    weight.data_location = TensorProto.EXTERNAL
+    for key, value in {"location": "../secret.bin", "offset": "0", "length": "12"}.items():
+        entry = weight.external_data.add()
+        entry.key, entry.value = key, value
+    model = graph_model([helper.make_node("Conv", ["image", "w"], ["logits"])], [image_input()], 17, {})
+    model.graph.initializer.append(weight)
+    path = tmp_path / "models" / "escape.onnx"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(FrontendError, match=r"^escape\.onnx: not a readable ONNX model .*outside"):
+        import_onnx(path)
