@@ -1,4 +1,5 @@
-"""`leanseg eval --data DIR --split val [--model PATH]`: per-class IoU, mean IoU, pixel accuracy."""
+"""`leanseg eval --data DIR --split val [--model PATH] [--per-sequence]`: per-class IoU, mean IoU, pixel
+accuracy; with --per-sequence also each sequence's (frame-name prefix before the first `_`)."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +12,7 @@ import numpy as np
 
 from ..io.images import ImageReadError, read_image
 from ..train.dataset import DatasetError, find_pairs
+from ..train.frames import sequence_of
 from ..train.metrics import confusion_matrix, iou_per_class, mean_iou, pixel_accuracy
 from .common import CommandError, add_inference_options, build_segmenter, report_error
 from .progress import ProgressBar
@@ -22,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="val", help="default val")
     p.add_argument("--json", type=Path, default=None, help="write the figures here (default: OUT/eval_SPLIT.json)")
     p.add_argument("--out", type=Path, default=Path("out"), help="folder for the JSON (default out/)")
+    p.add_argument("--per-sequence", action="store_true",
+                   help="also report each sequence (frame-name prefix before the first '_') on its own")
     add_inference_options(p)
     p.set_defaults(run=run)
 
@@ -39,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         return report_error(err)
     k = info.config.num_classes
     matrix = np.zeros((k, k), np.int64)
+    by_sequence: dict[str, np.ndarray] = {}
+    frames: dict[str, int] = {}
     bar = ProgressBar(len(pairs), f"eval {args.split}", unit="img")
     started = time.perf_counter()
     for image_path, label_path in pairs:
@@ -49,7 +55,11 @@ def run(args: argparse.Namespace) -> int:
             return report_error(err)
         if truth.shape != result.labels.shape:
             return report_error(ValueError(f"{label_path}: size {truth.shape} differs from its image"))
-        matrix += confusion_matrix(truth, result.labels, k)
+        frame_matrix = confusion_matrix(truth, result.labels, k)
+        matrix += frame_matrix
+        sequence = sequence_of(image_path)
+        by_sequence[sequence] = by_sequence.get(sequence, np.zeros((k, k), np.int64)) + frame_matrix
+        frames[sequence] = frames.get(sequence, 0) + 1
         bar.update()
     bar.close()
     ious = iou_per_class(matrix)
@@ -65,8 +75,26 @@ def run(args: argparse.Namespace) -> int:
         "per_class_iou": {n: (None if np.isnan(v) else float(v)) for n, v in zip(info.class_names, ious)},
         "mean_iou": miou, "pixel_accuracy": accuracy, "confusion_matrix": matrix.tolist(),
     }
+    if args.per_sequence:
+        payload["per_sequence"] = _per_sequence(by_sequence, frames, info.class_names)
     target = args.json or args.out / f"eval_{args.split}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(payload, indent=1))
     print(f"written {target}", file=sys.stderr)
     return 0
+
+
+def _per_sequence(matrices: dict[str, np.ndarray], frames: dict[str, int], class_names: tuple[str, ...]) -> dict:
+    """Print a table of each sequence's figures and return them for the JSON."""
+    print("\n| sequence | frames | mean IoU | pixel accuracy |\n| -------- | ------ | -------- | -------------- |")
+    figures = {}
+    for sequence in sorted(matrices):
+        matrix = matrices[sequence]
+        ious = iou_per_class(matrix)
+        figures[sequence] = {
+            "images": frames[sequence], "mean_iou": mean_iou(matrix), "pixel_accuracy": pixel_accuracy(matrix),
+            "per_class_iou": {n: (None if np.isnan(v) else float(v)) for n, v in zip(class_names, ious)},
+        }
+        print(f"| {sequence:<8} | {frames[sequence]:>6} | {figures[sequence]['mean_iou']:.4f}   | "
+              f"{figures[sequence]['pixel_accuracy']:.4f}         |")
+    return figures

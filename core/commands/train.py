@@ -33,6 +33,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--val-every", type=int, default=defaults.val_every)
     p.add_argument("--limit-images", type=int, default=0, help="use only the first N training pairs")
+    p.add_argument("--train-splits", default=None,
+                   help="comma-separated splits to train on (default train; train,val with --holdout-sequence)")
+    p.add_argument("--val-split", default=defaults.val_split,
+                   help=f"split that picks the best epoch; 'none': keep the last epoch (default {defaults.val_split})")
+    p.add_argument("--holdout-sequence", default="", metavar="SEQ",
+                   help="validate on the frames of sequence SEQ (name prefix before '_'), train on the others")
+    p.add_argument("--scale-range", type=float, nargs=2, default=defaults.scale_range, metavar=("LOW", "HIGH"),
+                   help=f"random rescale before cropping (default {defaults.scale_range[0]} {defaults.scale_range[1]})")
+    p.add_argument("--jitter", type=float, default=defaults.jitter, help=f"colour jitter (default {defaults.jitter})")
+    p.add_argument("--class-weighting", type=float, default=defaults.class_weighting,
+                   help=f"exponent on median-frequency class weights (default {defaults.class_weighting})")
+    p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
+    p.add_argument("--ema", type=float, default=defaults.ema_decay, metavar="DECAY",
+                   help="keep an EMA of the weights with this decay (e.g. 0.998); it is validated and exported")
+    p.add_argument("--label-smoothing", type=float, default=defaults.label_smoothing)
+    p.add_argument("--finetune-full-epochs", type=int, default=defaults.finetune_full_epochs, metavar="N",
+                   help="the last N epochs train on full-size crops (--full-crop) at scale 1")
+    p.add_argument("--full-crop", type=int, nargs=2, default=defaults.full_crop, metavar=("H", "W"))
     p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
     p.add_argument("--export", type=Path, default=None, help="copy the best checkpoint here at the end")
     p.set_defaults(run=run)
@@ -51,12 +69,27 @@ def run(args: argparse.Namespace) -> int:
             width=args.width, epochs=args.epochs, batch_size=args.batch_size, crop=tuple(args.crop), lr=args.lr,
             precision=args.precision, checkpointing=args.checkpointing, seed=args.seed, device=args.device,
             val_every=args.val_every, limit_images=args.limit_images,
+            train_splits=_splits(args.train_splits, args.holdout_sequence),
+            val_split="" if args.val_split.lower() == "none" else args.val_split,
+            holdout_sequence=args.holdout_sequence, scale_range=tuple(args.scale_range), jitter=args.jitter,
+            class_weighting=args.class_weighting, weight_decay=args.weight_decay, ema_decay=args.ema,
+            label_smoothing=args.label_smoothing, finetune_full_epochs=args.finetune_full_epochs,
+            full_crop=tuple(args.full_crop),
         )
         command = "leanseg " + " ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--resume")
         result = train(config, resume=args.resume, command=command, log=lambda line: print(line, flush=True))
     except (ValueError, DatasetError) as err:
         return report_error(err)
-    print(f"best val mIoU {result['best_miou']:.4f}: {result['best_path']}")
+    if result["best_miou"] >= 0:
+        print(f"best val mIoU {result['best_miou']:.4f}: {result['best_path']}")
+    else:
+        print(f"no validation frames; final weights: {result['best_path']}")
     if args.export:
         print(f"exported to {export_best(args.out, args.export)}")
     return 0
+
+
+def _splits(given: str | None, holdout: str) -> tuple[str, ...]:
+    if given is None:
+        return ("train", "val") if holdout else ("train",)
+    return tuple(part.strip() for part in given.split(",") if part.strip())

@@ -19,16 +19,17 @@ from ..device import resolve_device
 from ..model import MobileUNetConfig, PlainUNetConfig, build_model
 from ..model.checkpoint import ModelInfo, save_checkpoint
 from .augment import AugmentConfig, augment
+from .batches import IMAGENET_MEAN, IMAGENET_STD, to_batch
 from .checkpointing import plan_activation_checkpointing
-from .dataset import DatasetSpec, PairCache, find_pairs, load_spec
+from .dataset import DatasetSpec, PairCache, load_spec
+from .ema import WeightAverage
 from .evaluate import evaluate_model
+from .frames import run_frames
 from .lean import autocast_for
 from .metrics import iou_per_class, mean_iou
 from .options import TrainConfig
 from .state import load_state, save_state
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 Log = Callable[[str], None]
 
 
@@ -46,14 +47,6 @@ def class_weights(frequencies: np.ndarray, exponent: float) -> torch.Tensor:
     return torch.tensor(weights, dtype=torch.float32)
 
 
-def to_batch(images: list[np.ndarray], device: torch.device) -> torch.Tensor:
-    """list of (H, W, 3) uint8 -> (B, 3, H, W) float normalised, channels_last."""
-    x = torch.from_numpy(np.stack(images)).to(device).permute(0, 3, 1, 2).float().div_(255)
-    mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
-    std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
-    return ((x - mean) / std).contiguous(memory_format=torch.channels_last)
-
-
 def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: Log = print) -> dict:
     """Train to `config.epochs`; returns the history. Killed at any point, `resume=True` continues."""
     out_dir = Path(config.out_dir)
@@ -65,17 +58,16 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
     ignore = spec.ignore_index if spec.ignore_index is not None else 255
     torch.manual_seed(config.seed)
     model = model_for(config, spec).to(device).to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    ema = WeightAverage(model, config.ema_decay) if config.ema_decay else None  # before checkpointing wraps it
     if config.checkpointing:  # the segments a cost model picks for batches of this shape
         shape = (config.batch_size, model.config.in_channels, *config.crop)
         sample = torch.randn(shape, generator=torch.Generator().manual_seed(0))
         sample = sample.to(device).contiguous(memory_format=torch.channels_last)
         log(plan_activation_checkpointing(model, sample).summary())
-    train_pairs = find_pairs(config.data_dir, "train", spec)
-    if config.limit_images:
-        train_pairs = train_pairs[: config.limit_images]
-    log(f"loading {len(train_pairs)} training pairs from {config.data_dir}")
+    train_pairs, val_pairs = run_frames(config, spec)
+    log(f"loading {len(train_pairs)} training pairs and {len(val_pairs)} validation pairs from {config.data_dir}")
     train_data = PairCache(train_pairs)
-    val_data = PairCache(find_pairs(config.data_dir, "val", spec))
+    val_data = PairCache(val_pairs) if val_pairs else None
     weights = class_weights(train_data.class_frequencies(spec.num_classes), config.class_weighting).to(device)
     steps_per_epoch = max(1, len(train_data) // config.batch_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
@@ -92,16 +84,23 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
+        if ema is not None:
+            ema.load_state_dict(state["ema"])
         start_epoch, best_miou, history = state["epoch"], state["best_miou"], json.loads(state["history"])
         log(f"resuming after epoch {start_epoch} (best val mIoU {best_miou:.4f})")
-    augment_config = AugmentConfig(crop=config.crop)
     for epoch in range(start_epoch, config.epochs):
         started = time.perf_counter()
-        loss = _train_epoch(model, train_data, optimizer, scheduler, weights, augment_config, config, epoch,
+        full_size = epoch >= config.epochs - config.finetune_full_epochs
+        augment_config = (AugmentConfig(crop=config.full_crop, scale_range=(1.0, 1.0), jitter=config.jitter)
+                          if full_size else AugmentConfig(crop=config.crop, scale_range=config.scale_range,
+                                                          jitter=config.jitter))
+        loss = _train_epoch(model, ema, train_data, optimizer, scheduler, weights, augment_config, config, epoch,
                             ignore, device)
-        record: dict[str, Any] = {"epoch": epoch + 1, "loss": loss, "seconds": time.perf_counter() - started}
-        if (epoch + 1) % config.val_every == 0 or epoch + 1 == config.epochs:
-            matrix = evaluate_model(model, val_data, spec.num_classes, device, config.precision)
+        record: dict[str, Any] = {"epoch": epoch + 1, "loss": loss, "seconds": time.perf_counter() - started,
+                                  "crop": list(augment_config.crop)}
+        scored = ema.model if ema is not None else model  # the weights that are validated and exported
+        if val_data is not None and ((epoch + 1) % config.val_every == 0 or epoch + 1 == config.epochs):
+            matrix = evaluate_model(scored, val_data, spec.num_classes, device, config.precision)
             record["val_miou"] = mean_iou(matrix)
             record["val_iou"] = [None if np.isnan(v) else float(v) for v in iou_per_class(matrix)]
         history.append(record)
@@ -110,20 +109,23 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
             line += f"  val mIoU {record['val_miou']:.4f}"
             if record["val_miou"] > best_miou:
                 best_miou = record["val_miou"]
-                info = _model_info(config, spec, epoch + 1, best_miou, command)
-                save_checkpoint(out_dir / "best.safetensors", model, info)
+                save_checkpoint(out_dir / "best.safetensors", scored,
+                                _model_info(config, spec, epoch + 1, best_miou, command))
                 line += "  (best, saved)"
-        log(line)
+        elif val_data is None:  # nothing to select on: the latest weights are the run's result
+            save_checkpoint(out_dir / "best.safetensors", scored, _model_info(config, spec, epoch + 1, None, command))
         save_state(state_path, {
             "config": _config_dict(config), "epoch": epoch + 1, "best_miou": best_miou,
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "history": json.dumps(history),
+            **({"ema": ema.state_dict()} if ema is not None else {}),
         })
         (out_dir / "history.json").write_text(json.dumps(history, indent=1))
+        log(line)  # after the state: a printed epoch is one a resume continues from
     return {"history": history, "best_miou": best_miou, "best_path": str(out_dir / "best.safetensors")}
 
 
-def _train_epoch(model: nn.Module, data: PairCache, optimizer: torch.optim.Optimizer,
+def _train_epoch(model: nn.Module, ema: WeightAverage | None, data: PairCache, optimizer: torch.optim.Optimizer,
                  scheduler: torch.optim.lr_scheduler.LRScheduler, weights: torch.Tensor, augment_config: AugmentConfig,
                  config: TrainConfig, epoch: int, ignore: int, device: torch.device) -> float:
     from ..commands.progress import ProgressBar
@@ -142,11 +144,14 @@ def _train_epoch(model: nn.Module, data: PairCache, optimizer: torch.optim.Optim
         y = torch.from_numpy(np.stack([b[1] for b in batch])).to(device).long()
         with autocast_for(device, config.precision):
             logits = model(x)
-        loss = F.cross_entropy(logits.float(), y, weight=weights, ignore_index=ignore)
+        loss = F.cross_entropy(logits.float(), y, weight=weights, ignore_index=ignore,
+                               label_smoothing=config.label_smoothing)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         scheduler.step()
+        if ema is not None:
+            ema.update(model)
         total += loss.item()
         bar.update(len(batch), postfix=f"loss {total / (step + 1):.4f}")
     bar.close()
@@ -157,16 +162,24 @@ def _config_dict(config: TrainConfig) -> dict:
     return json.loads(json.dumps(asdict(config)))
 
 
-def _model_info(config: TrainConfig, spec: DatasetSpec, epochs: int, miou: float, command: str) -> ModelInfo:
+def _model_info(config: TrainConfig, spec: DatasetSpec, epochs: int, miou: float | None, command: str) -> ModelInfo:
     model_config = (MobileUNetConfig(num_classes=spec.num_classes, width=config.width) if config.model == "MobileUNet"
                     else PlainUNetConfig(num_classes=spec.num_classes, base_channels=max(8, round(32 * config.width))))
     return ModelInfo(
         config=model_config, class_names=spec.class_names, class_colours=spec.class_colours,
         mean=IMAGENET_MEAN, std=IMAGENET_STD, ignore_index=spec.ignore_index,
-        provenance={"data": spec.name or config.data_dir, "split": "train", "selected_on": "val",
-                    "command": command, "epochs": epochs, "of_epochs": config.epochs, "val_miou": round(miou, 4),
+        provenance={"data": spec.name or config.data_dir, "split": "+".join(config.train_splits),
+                    "holdout_sequence": config.holdout_sequence, "selected_on": _selected_on(config),
+                    "command": command, "epochs": epochs, "of_epochs": config.epochs,
+                    "val_miou": None if miou is None else round(miou, 4), "ema": bool(config.ema_decay),
                     "train_config": _config_dict(config)},
     )
+
+
+def _selected_on(config: TrainConfig) -> str:
+    if config.holdout_sequence:
+        return f"sequence {config.holdout_sequence}"
+    return config.val_split or "none (last epoch)"
 
 
 def export_best(out_dir: str | Path, target: str | Path) -> Path:

@@ -14,7 +14,7 @@ class TrainConfig:
     out_dir: str  # run folder: last.pt (resume state), best.safetensors, history.json
     model: str = "MobileUNet"  # MobileUNet | PlainUNet
     width: float = 0.75  # MobileUNet width multiplier (PlainUNet: base channels = 32 * width)
-    epochs: int = 80  # full passes over the training split
+    epochs: int = 80  # full passes over the training frames, the full-size phase included
     batch_size: int = 8  # crops per optimiser step
     crop: tuple[int, int] = (256, 320)  # training crop (height, width)
     lr: float = 3e-3  # peak learning rate of the one-cycle schedule (AdamW)
@@ -24,8 +24,19 @@ class TrainConfig:
     checkpointing: bool = False  # recompute each block's activations in backward (less memory)
     seed: int = 0  # everything random derives from it: same seed, same run
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    val_every: int = 1  # evaluate on the val split every N epochs (and at the last)
+    val_every: int = 1  # evaluate on the validation frames every N epochs (and at the last)
     limit_images: int = 0  # use only the first N training images (0: all); for smoke tests
+    train_splits: tuple[str, ...] = ("train",)  # splits whose frames are trained on (e.g. train, val)
+    val_split: str = "val"  # split that picks the best epoch; "" = none (the last epoch is kept)
+    holdout_sequence: str = ""  # frames of this sequence (name prefix before "_") leave the training
+    # frames and become the validation frames instead of `val_split`; "" = no held-out sequence
+    scale_range: tuple[float, float] = (0.6, 1.4)  # random rescale before cropping
+    jitter: float = 0.25  # brightness/contrast/saturation jitter amplitude (0 = off)
+    ema_decay: float = 0.0  # exponential moving average of the weights (e.g. 0.998); the EMA
+    # weights are validated and exported; 0 = off
+    label_smoothing: float = 0.0  # cross-entropy label smoothing (0 = off)
+    finetune_full_epochs: int = 0  # the last N of `epochs` train on `full_crop` crops at scale 1
+    full_crop: tuple[int, int] = (360, 480)  # crop of the full-size phase (CamVid's frame size)
 
     def __post_init__(self) -> None:
         if self.model not in MODEL_KINDS:
@@ -36,4 +47,16 @@ class TrainConfig:
             raise ValueError("epochs, batch_size and val_every must be >= 1")
         if self.lr <= 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
-        object.__setattr__(self, "crop", tuple(self.crop))
+        if not self.train_splits:
+            raise ValueError("train_splits must name at least one split, e.g. train or train,val")
+        if not 0 < self.scale_range[0] <= self.scale_range[1]:
+            raise ValueError(f"scale_range must be 0 < low <= high, got {self.scale_range}")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if not 0 <= self.finetune_full_epochs <= self.epochs:
+            raise ValueError(f"finetune_full_epochs must be in 0..epochs ({self.epochs}), got "
+                             f"{self.finetune_full_epochs}")
+        for name in ("crop", "train_splits", "scale_range", "full_crop"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))

@@ -1,0 +1,41 @@
+"""Which frames a run trains and validates on: splits pooled, or one sequence held out.
+
+CamVid's frame names carry their sequence (`0016E5_07959.png`): the prefix before the first `_`.
+Holding a whole sequence out measures how a model does on a street it never saw, which a
+validation split drawn from a training sequence does not.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .dataset import DatasetError, DatasetSpec, find_pairs
+from .options import TrainConfig
+
+Pairs = list[tuple[Path, Path]]
+
+
+def sequence_of(image_path: str | Path) -> str:
+    """The sequence a frame belongs to: its file name up to the first `_` (the whole stem if none)."""
+    return Path(image_path).stem.split("_", 1)[0]
+
+
+def run_frames(config: TrainConfig, spec: DatasetSpec) -> tuple[Pairs, Pairs]:
+    """(training pairs, validation pairs) for a run; validation is empty when it has none."""
+    pool: Pairs = []
+    for split in config.train_splits:
+        pool += [pair for pair in find_pairs(config.data_dir, split, spec) if pair not in pool]
+    if config.holdout_sequence:
+        train = [pair for pair in pool if sequence_of(pair[0]) != config.holdout_sequence]
+        val = [pair for pair in pool if sequence_of(pair[0]) == config.holdout_sequence]
+        if not val:
+            found = sorted({sequence_of(pair[0]) for pair in pool})
+            raise DatasetError(f"{config.data_dir}: no frames of sequence {config.holdout_sequence!r} in "
+                               f"{', '.join(config.train_splits)}; sequences there: {', '.join(found)}")
+    else:
+        train = pool
+        val = find_pairs(config.data_dir, config.val_split, spec) if config.val_split else []
+    if config.limit_images:
+        train = train[: config.limit_images]
+    if not train:
+        raise DatasetError(f"{config.data_dir}: no training frames left in {', '.join(config.train_splits)}")
+    return train, val

@@ -1,0 +1,160 @@
+"""The training recipe options (EMA, label smoothing, scale range, full-size phase), held-out
+sequences, train+val fits, and per-sequence evaluation, on a tiny synthetic data set."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+
+from leanseg.core.train.dataset import DatasetError, load_spec
+from leanseg.core.train.ema import WeightAverage
+from leanseg.core.train.frames import run_frames, sequence_of
+from leanseg.core.train.options import TrainConfig
+
+from .test_train import make_dataset, train_args
+
+RECIPE = ["--ema", "0.9", "--label-smoothing", "0.1", "--scale-range", "0.5", "2.0", "--jitter", "0.3",
+          "--finetune-full-epochs", "1", "--full-crop", "48", "48"]
+
+
+def make_sequences(root: Path) -> Path:
+    """make_dataset's frames renamed into sequences: train A_* (6) and B_* (6), val C_* (3)."""
+    data = make_dataset(root)
+    for split in ("train", "val"):
+        for folder in ("images", "labels"):
+            for path in sorted((data / split / folder).iterdir()):
+                number = int(path.stem[1:])
+                sequence = "C" if split == "val" else ("A" if number < 6 else "B")
+                path.rename(path.with_name(f"{sequence}_{path.name}"))
+    return data
+
+
+def test_sequence_is_the_name_up_to_the_first_underscore() -> None:
+    assert sequence_of("train/0016E5_07959.png") == "0016E5"
+    assert sequence_of(Path("x/Seq_1_2.png")) == "Seq"
+    assert sequence_of("plain.png") == "plain"
+
+
+def test_holdout_sequence_leaves_training_and_becomes_validation(tmp_path: Path) -> None:
+    data = make_sequences(tmp_path / "data")
+    spec = load_spec(data / "spec.json")
+    config = TrainConfig(data_dir=str(data), spec_path="", out_dir="", train_splits=("train", "val"),
+                         holdout_sequence="B")
+    train, val = run_frames(config, spec)
+    assert sorted({sequence_of(p[0]) for p in train}) == ["A", "C"] and len(train) == 9
+    assert {sequence_of(p[0]) for p in val} == {"B"} and len(val) == 6
+    pooled, none = run_frames(TrainConfig(data_dir=str(data), spec_path="", out_dir="",
+                                          train_splits=("train", "val"), val_split=""), spec)
+    assert len(pooled) == 15 and none == []
+    with pytest.raises(DatasetError, match="sequences there: A, B, C"):
+        run_frames(TrainConfig(data_dir=str(data), spec_path="", out_dir="", train_splits=("train", "val"),
+                               holdout_sequence="Z"), spec)
+
+
+def test_recipe_options_are_validated() -> None:
+    with pytest.raises(ValueError, match="ema_decay"):
+        TrainConfig(data_dir="", spec_path="", out_dir="", ema_decay=1.0)
+    with pytest.raises(ValueError, match="finetune_full_epochs"):
+        TrainConfig(data_dir="", spec_path="", out_dir="", epochs=2, finetune_full_epochs=3)
+    with pytest.raises(ValueError, match="scale_range"):
+        TrainConfig(data_dir="", spec_path="", out_dir="", scale_range=(0.0, 2.0))
+
+
+def test_weight_average_follows_its_formula() -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 1), torch.nn.BatchNorm2d(2))
+    ema = WeightAverage(model, decay=0.5)
+    start = model[0].weight.detach().clone()
+    with torch.no_grad():
+        model[0].weight.add_(1.0)
+    model[1].num_batches_tracked.fill_(7)
+    ema.update(model)  # d = min(0.5, 2 / 11)
+    d = 2 / 11
+    torch.testing.assert_close(ema.model[0].weight, d * start + (1 - d) * (start + 1))
+    assert int(ema.model[1].num_batches_tracked) == 7
+
+
+def test_killed_recipe_run_resumes_to_the_same_weights_and_average(tmp_path: Path) -> None:
+    """EMA, label smoothing, scale range and the full-size phase survive a kill after epoch 1."""
+    data = make_dataset(tmp_path / "data")
+    args = ["--train-splits", "train,val", "--val-split", "none", *RECIPE]
+    reference = subprocess.run(train_args(data, tmp_path / "ref", epochs=3) + args, capture_output=True, text=True,
+                               timeout=600)
+    assert reference.returncode == 0, reference.stderr
+    assert "no validation frames; final weights" in reference.stdout
+
+    run = tmp_path / "run"
+    proc = subprocess.Popen(train_args(data, run, epochs=3) + args, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("epoch 1/3"):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    state = torch.load(run / "last.pt", weights_only=True)
+    assert state["epoch"] == 1
+    assert state["ema"]["updates"] == 15 // 2  # one update per optimiser step of epoch 1
+
+    resumed = subprocess.run(train_args(data, run, epochs=3) + args + ["--resume"], capture_output=True, text=True,
+                             timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming after epoch 1" in resumed.stdout
+    reference_weights = load_file(tmp_path / "ref" / "best.safetensors")
+    run_weights = load_file(run / "best.safetensors")
+    assert reference_weights.keys() == run_weights.keys()
+    for key in reference_weights:
+        assert torch.equal(reference_weights[key], run_weights[key]), key
+    reference_state, run_state = (torch.load(d / "last.pt", weights_only=True) for d in (tmp_path / "ref", run))
+    for key, value in reference_state["ema"]["model"].items():
+        assert torch.equal(value, run_state["ema"]["model"][key]), key
+    history = json.loads((run / "history.json").read_text())
+    assert [h["crop"] for h in history] == [[32, 32], [32, 32], [48, 48]]  # the last epoch at full size
+    with safe_open(str(run / "best.safetensors"), "pt") as handle:
+        provenance = json.loads(handle.metadata()["leanseg"])["provenance"]
+    assert provenance["split"] == "train+val" and provenance["selected_on"] == "none (last epoch)"
+    assert provenance["ema"] is True and provenance["train_config"]["finetune_full_epochs"] == 1
+    assert provenance["train_config"]["label_smoothing"] == 0.1
+
+
+def test_holdout_run_validates_on_the_held_out_sequence(tmp_path: Path) -> None:
+    data = make_sequences(tmp_path / "data")
+    result = subprocess.run(train_args(data, tmp_path / "fold", epochs=1) + ["--holdout-sequence", "A"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "loading 9 training pairs and 6 validation pairs" in result.stdout
+    with safe_open(str(tmp_path / "fold" / "best.safetensors"), "pt") as handle:
+        provenance = json.loads(handle.metadata()["leanseg"])["provenance"]
+    assert provenance["selected_on"] == "sequence A" and provenance["holdout_sequence"] == "A"
+
+
+def test_eval_per_sequence_scores_each_sequence_alone(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    from leanseg.core.io.images import read_image
+    from leanseg.core.model.checkpoint import load_checkpoint
+    from leanseg.core.predict import InferenceOptions, Segmenter
+
+    data = make_sequences(tmp_path / "data")
+    segmenter = Segmenter(load_checkpoint(tiny_checkpoint), InferenceOptions(device="cpu"))
+    for image_path in sorted((data / "train" / "images").iterdir()):
+        labels = segmenter.segment(read_image(image_path)).labels
+        if sequence_of(image_path) == "B":  # every B pixel labelled as another class than predicted
+            labels = (labels + 1) % 4
+        cv2.imwrite(str(data / "train" / "labels" / image_path.name), labels)
+    result = subprocess.run([sys.executable, "-m", "leanseg.core", "eval", "--data", str(data), "--split", "train",
+                             "--model", str(tiny_checkpoint), "--device", "cpu", "--per-sequence",
+                             "--json", str(tmp_path / "e.json")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((tmp_path / "e.json").read_text())
+    per_sequence = figures["per_sequence"]
+    assert sorted(per_sequence) == ["A", "B"] and per_sequence["A"]["images"] == 6
+    assert per_sequence["A"]["mean_iou"] == pytest.approx(1.0) and per_sequence["B"]["mean_iou"] == 0.0
+    assert per_sequence["B"]["pixel_accuracy"] == 0.0
+    assert "| A        |      6 | 1.0000" in result.stdout
