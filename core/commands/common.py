@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 import torch
 
 from ..assets import default_model_path
 from ..events import EventSink, JobEvent
+from ..io.images import DEFAULT_MAX_PIXELS, set_max_pixels
 from ..memory import MemoryMonitor, parse_bytes
 from ..model.checkpoint import CheckpointError, LoadedModel
 from ..model.sources import load_model as open_model_file
@@ -21,6 +25,25 @@ class CommandError(Exception):
     """A user error a command reports as one line and exit code 2."""
 
 
+def size_argument(text: str) -> int:
+    """argparse type for byte sizes ('512MB', '1.5GB', '10TB'); its error message says how to write one."""
+    try:
+        return parse_bytes(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts that must be 1 or more (threads, pixels)."""
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_inference_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("inference")
     group.add_argument("--model", type=Path, help="checkpoint (.safetensors); default: the shipped CamVid model")
@@ -28,10 +51,13 @@ def add_inference_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--engine", choices=ENGINES, default=InferenceOptions.engine,
                        help=f"memory-lean engine or plain PyTorch (default {InferenceOptions.engine})")
     group.add_argument("--precision", choices=PRECISIONS, default="fp32", help="default fp32")
-    group.add_argument("--memory-budget", type=parse_bytes, default=None, metavar="SIZE",
+    group.add_argument("--memory-budget", type=size_argument, default=None, metavar="SIZE",
                        help="e.g. 512MB; default: a fraction of free device memory")
     group.add_argument("--tiling", choices=TILING_MODES, default="auto", help="default auto")
-    group.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's choice)")
+    group.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                       help="CPU threads (default: torch's choice)")
+    group.add_argument("--max-pixels", type=positive_int, default=DEFAULT_MAX_PIXELS, metavar="N",
+                       help=f"refuse images larger than N pixels before decoding them (default {DEFAULT_MAX_PIXELS:,})")
 
 
 def load_model(path: Path | None) -> LoadedModel:
@@ -65,6 +91,7 @@ def build_segmenter(args: argparse.Namespace, want_probs: bool = False) -> Segme
     """Set --threads, load --model and build its Segmenter; CommandError for a bad model or option."""
     if args.threads:
         torch.set_num_threads(args.threads)
+    set_max_pixels(getattr(args, "max_pixels", DEFAULT_MAX_PIXELS))
     loaded = load_model(args.model)
     try:
         return Segmenter(loaded, inference_options(args, want_probs))
@@ -79,8 +106,29 @@ def describe_segmenter(segmenter: Segmenter) -> str:
 
 
 def report_error(err: Exception) -> int:
+    """Print `leanseg: error: ...` (one line) on stderr; returns exit code 2."""
     print(f"leanseg: error: {err}", file=sys.stderr)
     return 2
+
+
+@contextmanager
+def cancel_on_sigint(note: str = "stopping after the current tile (Ctrl-C again to stop at once)") -> Iterator[
+        threading.Event]:
+    """Yield an event the first Ctrl-C sets (jobs check it between tiles and engine steps); the second
+    Ctrl-C raises KeyboardInterrupt as usual. The previous handler is restored on exit."""
+    cancel = threading.Event()
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+        print(f"\n{note}", file=sys.stderr, flush=True)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield cancel
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 MEMORY_LOG_SECONDS = 4 * 3600.0  # a --memory-log keeps the last 4 hours at 10 Hz (about 7 MB in memory)

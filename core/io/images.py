@@ -8,6 +8,8 @@ import cv2
 import numpy as np
 import tifffile
 
+from .image_headers import EXIF_ROTATIONS, PNG_SIGNATURE, HeaderError, apply_orientation, read_header
+
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 DEFAULT_MAX_PIXELS = 1_000_000_000  # refuse larger images before decoding
 
@@ -42,8 +44,32 @@ class ImageData:
         return 16 if self.pixels.dtype == np.uint16 else 8
 
 
-def read_image(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageData:
-    """Decode PNG, JPEG, BMP or TIFF; raise ImageReadError for anything unreadable."""
+def set_max_pixels(limit: int) -> None:
+    """The pixel limit `read_image` and large-TIFF reading apply when not given one (`--max-pixels`).
+
+    A process-wide default, as Pillow's Image.MAX_IMAGE_PIXELS: the CLI sets it once from its option.
+    """
+    global _max_pixels
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"the pixel limit must be a positive whole number, got {limit!r}")
+    _max_pixels = limit
+
+
+def max_pixels() -> int:
+    """The pixel limit in force (DEFAULT_MAX_PIXELS unless `set_max_pixels` changed it)."""
+    return _max_pixels
+
+
+_max_pixels = DEFAULT_MAX_PIXELS
+
+
+def read_image(path: str | Path, max_pixels: int | None = None) -> ImageData:
+    """Decode PNG, JPEG, BMP or TIFF; raise ImageReadError for anything unreadable.
+
+    Images above `max_pixels` (default: the process limit, `set_max_pixels`) are refused before
+    decoding. A JPEG's EXIF orientation is applied, and `note` says so.
+    """
+    limit = _max_pixels if max_pixels is None else max_pixels
     path = Path(path)
     if not path.exists():
         raise ImageReadError(path, "no such file")
@@ -55,9 +81,9 @@ def read_image(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageD
     with path.open("rb") as handle:
         head = handle.read(16)
     if head[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):
-        image = _read_tiff(path, max_pixels)
+        image = _read_tiff(path, limit)
     else:
-        image = _read_with_opencv(path, head, max_pixels)
+        image = _read_with_opencv(path, head, limit)
     pixels = image.pixels
     if pixels.size == 0:
         raise ImageReadError(path, "image has no pixels")
@@ -71,23 +97,28 @@ def read_image(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageD
     return image
 
 
-def _check_pixels(path: Path, height: int, width: int, max_pixels: int) -> None:
-    if height * width > max_pixels:
+def check_pixels(path: str | Path, height: int, width: int, limit: int, option: str = "--max-pixels") -> None:
+    """ImageReadError when height x width exceeds `limit`; the message names the option that raises it."""
+    if height * width > limit:
         raise ImageReadError(
             path,
             f"{width}x{height} = {height * width / 1e6:.0f} megapixels exceeds the limit of "
-            f"{max_pixels / 1e6:.0f} megapixels (raise it with --max-pixels)",
+            f"{limit / 1e6:.0f} megapixels (raise it with {option})",
         )
 
 
-def _read_tiff(path: Path, max_pixels: int) -> ImageData:
+def _read_tiff(path: Path, limit: int) -> ImageData:
     try:
         with tifffile.TiffFile(path) as tif:
             pages = len(tif.pages)
             page = tif.pages[0]
-            shape = page.shape  # type: ignore[union-attr]
-            _check_pixels(path, int(shape[0]), int(shape[1]), max_pixels)
-            pixels = page.asarray()  # type: ignore[union-attr]
+            assert isinstance(page, tifffile.TiffPage)  # the first page is never a TiffFrame
+            # Count pixels from the tags, whatever the layout: planar (S, Y, X), contiguous (Y, X, S), volumes
+            check_pixels(path, int(page.imagelength) * max(1, int(page.imagedepth)), int(page.imagewidth), limit)
+            if page.samplesperpixel > 4:
+                raise ImageReadError(path, f"unsupported TIFF: {page.samplesperpixel} samples per pixel "
+                                           "(expected 1 gray, 3 RGB or 4 RGBA)")
+            pixels = page.asarray()
     except ImageReadError:
         raise
     except Exception as err:  # tifffile raises many types for damaged files
@@ -98,47 +129,42 @@ def _read_tiff(path: Path, max_pixels: int) -> ImageData:
     return ImageData(np.ascontiguousarray(pixels), path, note)
 
 
-def _read_with_opencv(path: Path, head: bytes, max_pixels: int) -> ImageData:
+def _read_with_opencv(path: Path, head: bytes, limit: int) -> ImageData:
     kind = _sniff(head)
     if kind is None:
         raise ImageReadError(path, "not an image (unknown file signature); expected PNG, JPEG, BMP or TIFF")
-    data = np.fromfile(path, dtype=np.uint8)
-    _check_complete(path, kind, data)
-    if kind == "png" and len(data) >= 24:
-        width, height = int.from_bytes(data[16:20].tobytes(), "big"), int.from_bytes(data[20:24].tobytes(), "big")
-        _check_pixels(path, height, width, max_pixels)
-    pixels = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    data = path.read_bytes()
+    try:
+        header = read_header(kind, data)
+    except HeaderError as err:  # cut short: decoders would paper over the missing part with grey pixels
+        raise ImageReadError(path, str(err)) from None
+    if header.height is not None and header.width is not None:
+        check_pixels(path, header.height, header.width, limit)
+    encoded = np.frombuffer(data, np.uint8, count=min(header.end, len(data)))  # trailing bytes left out
+    pixels = cv2.imdecode(encoded, cv2.IMREAD_UNCHANGED)  # no EXIF rotation here: applied below, and said
+    del data, encoded
     if pixels is None:
         raise ImageReadError(path, f"could not decode the {kind.upper()} data (damaged file?)")
-    _check_pixels(path, pixels.shape[0], pixels.shape[1], max_pixels)
+    check_pixels(path, pixels.shape[0], pixels.shape[1], limit)
     if pixels.ndim == 3 and pixels.shape[2] == 3:
-        pixels = cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB)
+        cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB, dst=pixels)  # in place: no second copy of a large image
     elif pixels.ndim == 3 and pixels.shape[2] == 4:
-        pixels = cv2.cvtColor(pixels, cv2.COLOR_BGRA2RGBA)
-    return ImageData(pixels, path)
+        cv2.cvtColor(pixels, cv2.COLOR_BGRA2RGBA, dst=pixels)
+    note = ""
+    if header.orientation != 1:
+        pixels = apply_orientation(pixels, header.orientation)
+        note = f"{EXIF_ROTATIONS[header.orientation]} as its EXIF orientation ({header.orientation}) says"
+    return ImageData(pixels, path, note)
 
 
 def _sniff(head: bytes) -> str | None:
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+    if head.startswith(PNG_SIGNATURE):
         return "png"
     if head.startswith(b"\xff\xd8\xff"):
         return "jpeg"
     if head.startswith(b"BM"):
         return "bmp"
     return None
-
-
-def _check_complete(path: Path, kind: str, data: np.ndarray) -> None:
-    """Catch truncation that decoders would silently paper over with grey pixels."""
-    tail = data[-16:].tobytes()
-    if kind == "png" and b"IEND" not in tail:
-        raise ImageReadError(path, "truncated PNG (no IEND chunk at the end)")
-    if kind == "jpeg" and b"\xff\xd9" not in data[-64:].tobytes():
-        raise ImageReadError(path, "truncated JPEG (no end-of-image marker)")
-    if kind == "bmp" and len(data) >= 6:
-        declared = int.from_bytes(data[2:6].tobytes(), "little")
-        if declared > len(data):
-            raise ImageReadError(path, f"truncated BMP ({len(data)} of {declared} bytes)")
 
 
 def _to_uint16(path: Path, pixels: np.ndarray) -> np.ndarray:

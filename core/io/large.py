@@ -12,7 +12,8 @@ from typing import Literal
 import numpy as np
 import tifffile
 
-from .images import DEFAULT_MAX_PIXELS, ImageReadError
+from .images import ImageReadError, check_pixels
+from .images import max_pixels as process_pixel_limit
 
 MEMMAP_MIN_PIXELS = 8192 * 8192  # from this size up, `leanseg segment` reads mappable TIFFs tile by tile
 BIGTIFF_BYTES = 2**32 - 2**25  # classic TIFF offsets are 32-bit; leave room for the header
@@ -82,15 +83,14 @@ def mappable_tiff(path: str | Path) -> MappedTiff | None:
     return MappedTiff(path, offset, shape, dtype)
 
 
-def open_large_tiff(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> MappedTiff:
-    """A mappable TIFF, refused (ImageReadError) above max_pixels or when it is not mappable."""
+def open_large_tiff(path: str | Path, max_pixels: int | None = None) -> MappedTiff:
+    """A mappable TIFF, refused (ImageReadError) above `max_pixels` (default: the process limit,
+    `images.set_max_pixels`) or when it is not mappable."""
     mapped = mappable_tiff(path)
     if mapped is None:
         raise ImageReadError(path, "not an uncompressed, contiguous 8/16-bit TIFF; cannot read it through a "
                                    "memory map (save it uncompressed, or use a smaller image)")
-    if mapped.height * mapped.width > max_pixels:
-        raise ImageReadError(path, f"{mapped.width}x{mapped.height} = {mapped.height * mapped.width / 1e6:.0f} "
-                                   f"megapixels exceeds the limit of {max_pixels / 1e6:.0f} megapixels")
+    check_pixels(path, mapped.height, mapped.width, process_pixel_limit() if max_pixels is None else max_pixels)
     return mapped
 
 

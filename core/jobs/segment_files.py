@@ -167,6 +167,8 @@ def _segment_one(
     targets = [labels_path, overlay_path] if write_overlay else [labels_path]
     guard.check(path, targets)  # before reading or inference
     image = read_image(path)
+    if image.note:  # e.g. rotated as its EXIF orientation says
+        on_event(JobEvent("info", f"{path.name}: {image.note}", path=str(path)))
     result = segmenter.segment(image, cancel=cancel, on_event=on_event)
     guard.claim(path, targets)
     outputs = [write_png(labels_path, result.labels)]

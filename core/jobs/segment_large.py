@@ -18,7 +18,7 @@ import torch
 from ..engine.tile_plan import Box
 from ..engine.tiling import run_tiles
 from ..events import EventSink, ignore_event
-from ..io.images import DEFAULT_MAX_PIXELS, ImageData, to_model_input
+from ..io.images import ImageData, to_model_input
 from ..io.large import MEMMAP_MIN_PIXELS, MappedTiff, create_label_tiff, mappable_tiff, open_large_tiff
 from ..memory import peak_bytes, reset_peak
 from ..predict import Segmenter
@@ -51,9 +51,11 @@ def segment_large_tiff(
     *,
     cancel: threading.Event | None = None,
     on_event: EventSink = ignore_event,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_pixels: int | None = None,
 ) -> LargeResult:
-    """Labels of an uncompressed TIFF (H, W[, C]) into a new uint8 TIFF at out_path, tile by tile."""
+    """Labels of an uncompressed TIFF (H, W[, C]) into a new uint8 TIFF at out_path, tile by tile.
+
+    `max_pixels`: refuse larger pictures (default: the process limit, `images.set_max_pixels`)."""
     in_path, out_path = Path(in_path), Path(out_path)
     source_tiff = open_large_tiff(in_path, max_pixels)
     if out_path.exists() and out_path.resolve() == in_path.resolve():

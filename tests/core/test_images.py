@@ -90,3 +90,88 @@ def test_pixel_limit_refuses_before_decoding(tmp_path: Path) -> None:
     path = _write(tmp_path / "big.png", np.zeros((100, 100), np.uint8))
     with pytest.raises(ImageReadError, match="exceeds the limit"):
         read_image(path, max_pixels=5000)
+
+
+# --- issue 18, finding 7: the pixel limit counts pixels in every layout --------------------------
+
+def test_planar_tiff_counts_pixels_not_planes(tmp_path: Path) -> None:
+    """(3, H, W) planar: the limit is H x W, not 3 x H; refused before the pixels are decoded."""
+    import tracemalloc
+
+    path = tmp_path / "planar.tif"
+    tifffile.imwrite(path, np.zeros((3, 400, 500), np.uint8), photometric="rgb", planarconfig="separate",
+                     compression="zlib")
+    assert read_image(path).pixels.shape == (400, 500, 3)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ImageReadError, match=r"500x400 = 0 megapixels exceeds the limit .*--max-pixels"):
+            read_image(path, max_pixels=100_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * 400 * 500 // 2, f"{peak} bytes traced: the pixels were decoded before the check"
+
+
+def test_jpeg_and_bmp_sizes_are_checked_before_decoding(tmp_path: Path) -> None:
+    for name in ("big.jpg", "big.bmp"):
+        path = _write(tmp_path / name, np.zeros((300, 200, 3), np.uint8))
+        with pytest.raises(ImageReadError, match="200x300 = 0 megapixels exceeds the limit"):
+            read_image(path, max_pixels=59_999)
+        assert read_image(path, max_pixels=60_000).pixels.shape == (300, 200, 3)
+
+
+# --- finding 8: trailing bytes, truncation, EXIF orientation ------------------------------------
+
+def _encoded(suffix: str, pixels: np.ndarray) -> bytes:
+    ok, data = cv2.imencode(suffix, pixels)
+    assert ok
+    return data.tobytes()
+
+
+@pytest.mark.parametrize("suffix", [".jpg", ".png"])
+def test_trailing_bytes_after_a_complete_image_are_ignored(tmp_path: Path, suffix: str) -> None:
+    """A motion photo appends a video after the JPEG's end-of-image marker; some tools append to PNGs."""
+    clean = _encoded(suffix, RNG.integers(0, 255, (48, 64, 3), dtype=np.uint8))
+    trailer = b"\x00\x00\x00\xc8ftypmp42" + bytes(range(188))  # 200 bytes: the start of an MP4
+    whole, padded = tmp_path / f"whole{suffix}", tmp_path / f"padded{suffix}"
+    whole.write_bytes(clean)
+    padded.write_bytes(clean + trailer)
+    assert np.array_equal(read_image(padded).pixels, read_image(whole).pixels)
+
+
+@pytest.mark.parametrize("suffix", [".jpg", ".png"])
+@pytest.mark.parametrize("keep", [0.3, 0.6, 0.95])
+def test_truncated_files_keep_a_precise_refusal(tmp_path: Path, suffix: str, keep: float) -> None:
+    data = _encoded(suffix, RNG.integers(0, 255, (48, 64, 3), dtype=np.uint8))
+    path = tmp_path / f"cut{suffix}"
+    path.write_bytes(data[: int(len(data) * keep)])
+    kind = "JPEG" if suffix == ".jpg" else "PNG"
+    with pytest.raises(ImageReadError, match=f"{path}: truncated {kind}"):
+        read_image(path)
+
+
+def exif_jpeg(pixels: np.ndarray, orientation: int) -> bytes:
+    """A JPEG of `pixels` (BGR, as stored) with an EXIF block saying `orientation` (as cameras write it)."""
+    tiff = b"II*\x00" + (8).to_bytes(4, "little") + (1).to_bytes(2, "little")
+    tiff += (0x0112).to_bytes(2, "little") + (3).to_bytes(2, "little") + (1).to_bytes(4, "little")
+    tiff += orientation.to_bytes(2, "little") + b"\x00\x00" + (0).to_bytes(4, "little")
+    body = b"Exif\x00\x00" + tiff
+    app1 = b"\xff\xe1" + (len(body) + 2).to_bytes(2, "big") + body
+    data = _encoded(".jpg", pixels)
+    return data[:2] + app1 + data[2:]
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_orientation_is_applied_as_opencv_applies_it(tmp_path: Path, orientation: int) -> None:
+    stored = np.zeros((40, 64, 3), np.uint8)
+    stored[:10, :16] = (0, 0, 255)  # a red block at the top-left of the stored pixels
+    path = tmp_path / f"o{orientation}.jpg"
+    path.write_bytes(exif_jpeg(stored, orientation))
+    image = read_image(path)
+    shown = cv2.cvtColor(cv2.imread(str(path), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)  # OpenCV applies EXIF here
+    assert np.array_equal(image.pixels, shown)
+    assert image.pixels.shape[:2] == ((64, 40) if orientation >= 5 else (40, 64))
+    if orientation == 1:
+        assert image.note == ""
+    else:
+        assert f"EXIF orientation ({orientation})" in image.note

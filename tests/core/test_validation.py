@@ -124,3 +124,88 @@ def test_configs_bound_every_size_field() -> None:
     with pytest.raises(ValueError, match="width must be a number in 0.1..4.0"):
         MobileUNetConfig(width=float("nan"))
     assert MobileUNetConfig(stem_channels=4096).stem_channels == 4096
+
+
+# --- findings 7-9 through the CLI: --max-pixels, EXIF orientation, errors that were tracebacks ----
+
+def test_max_pixels_exists_where_the_refusal_names_it(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    import cv2
+    import numpy as np
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    image = folder / "big.png"
+    cv2.imwrite(str(image), np.zeros((120, 100, 3), np.uint8))
+    model = ("--model", str(tiny_checkpoint), "--device", "cpu")
+    refused = _leanseg("segment", str(image), "--out", str(tmp_path / "s1"), "--max-pixels", "11999", *model)
+    assert refused.returncode == 1 and "exceeds the limit" in refused.stderr and "--max-pixels" in refused.stderr
+    assert _leanseg("segment", str(image), "--out", str(tmp_path / "s2"), "--max-pixels", "12000",
+                    *model).returncode == 0
+    refused = _leanseg("batch", str(folder), "--out", str(tmp_path / "b1"), "--max-pixels", "11999", *model)
+    assert refused.returncode == 1 and "exceeds the limit" in refused.stderr, refused.stderr
+    for command in ("segment", "batch", "video"):
+        assert "--max-pixels" in _leanseg(command, "--help").stdout
+
+
+def test_segment_applies_exif_orientation_and_says_so(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    import cv2
+    import numpy as np
+
+    from .test_images import exif_jpeg
+
+    image = tmp_path / "phone.jpg"
+    image.write_bytes(exif_jpeg(np.zeros((40, 64, 3), np.uint8), 6))  # stored landscape, shown portrait
+    out = tmp_path / "out"
+    result = _leanseg("segment", str(image), "--out", str(out), "--model", str(tiny_checkpoint), "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert "phone.jpg: rotated 90° clockwise as its EXIF orientation (6) says" in result.stdout
+    labels = next(out.glob("phone*_labels.png"))
+    assert cv2.imread(str(labels), cv2.IMREAD_UNCHANGED).shape == (64, 40)
+
+
+def _make_unwritable(folder: Path) -> Callable[[], None]:
+    """Make `folder` refuse new files even to root (immutable flag), or skip; returns the undo."""
+    import os
+
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        return lambda: folder.chmod(0o755)
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("running as root without chattr +i: cannot make a folder unwritable")
+    return lambda: subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("command", ["batch", "segment"])
+def test_unwritable_output_folder_is_one_line(tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path,
+                                              command: str) -> None:
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    source = str(rgb_image.parent) if command == "batch" else str(rgb_image)
+    undo = _make_unwritable(read_only)
+    try:
+        result = _leanseg(command, source, *([str(rgb_image)] if command == "segment" else []), "--out",
+                          str(read_only), "--model", str(tiny_checkpoint), "--device", "cpu")
+    finally:
+        undo()
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(read_only) in lines[0] and "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--threads", "-1", "argument --threads: must be at least 1, got -1"),
+    ("--threads", "two", "argument --threads: 'two' is not a whole number"),
+    ("--memory-budget", "abc", "argument --memory-budget: cannot read 'abc' as a size; write e.g. 512MB"),
+    ("--memory-budget", "0", "argument --memory-budget: cannot use '0' as a size"),
+    ("--max-pixels", "0", "argument --max-pixels: must be at least 1, got 0"),
+])
+def test_bad_option_values_are_usage_errors(tmp_path: Path, rgb_image: Path, option: str, value: str,
+                                            message: str) -> None:
+    result = _leanseg("segment", str(rgb_image), "--out", str(tmp_path / "o"), option, value)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_large_sizes_are_accepted(tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path) -> None:
+    result = _leanseg("segment", str(rgb_image), "--out", str(tmp_path / "o"), "--memory-budget", "10TB",
+                      "--model", str(tiny_checkpoint), "--device", "cpu")
+    assert result.returncode == 0, result.stderr
