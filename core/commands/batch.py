@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from ..cluster.ray_batch import RayOptions
 from ..events import JobEvent
 from ..jobs.batch import BatchSummary, run_batch
 from ..jobs.batch_plan import BatchSettings
@@ -55,18 +56,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = BatchSettings(args.in_dir, args.out, recursive=args.recursive, write_overlay=args.overlay,
                                  write_probs=args.probs, overwrite=args.overwrite)
+        ray_options = check_ray_arguments(args) if ray_requested(args) else None
         lock = FolderLock(settings.out_dir, on_note=lambda note: print(note, file=sys.stderr, flush=True))
         with lock:  # taken before the model is built, so a second run on this folder is refused at once
-            return _run_locked(args, settings)
+            return _run_locked(args, settings, ray_options)
     except (CommandError, ValueError, ManifestError) as err:
         return report_error(err)
     except OSError as err:
         return report_error(CommandError(f"{args.out}: cannot write the output folder ({err.strerror or err})"))
 
 
-def _run_locked(args: argparse.Namespace, settings: BatchSettings) -> int:
+def _run_locked(args: argparse.Namespace, settings: BatchSettings, ray_options: RayOptions | None) -> int:
     try:
-        ray_options = check_ray_arguments(args) if ray_requested(args) else None
         segmenter = None if ray_options is not None else build_segmenter(args, want_probs=args.probs)
     except (CommandError, ValueError) as err:
         return report_error(err)

@@ -8,6 +8,7 @@ process, so a command can take the lock before building its model and the job ta
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -25,7 +26,7 @@ from .manifest import ManifestError
 
 LOCK_NAME = ".leanseg.lock"
 
-_held: dict[Path, tuple[int, int]] = {}  # resolved folder -> (fd, depth) for this process
+_held: dict[Path, tuple[int, int, bool]] = {}  # resolved folder -> (fd, depth, created it) for this process
 _held_guard = threading.Lock()
 
 
@@ -45,24 +46,28 @@ class FolderLock:
         key = self.folder.resolve()
         with _held_guard:
             if key in _held:
-                fd, depth = _held[key]
-                _held[key] = (fd, depth + 1)
+                fd, depth, created = _held[key]
+                _held[key] = (fd, depth + 1, created)
                 return self
+            created = not self.folder.exists()
             self.folder.mkdir(parents=True, exist_ok=True)
             fd = self._acquire()
-            _held[key] = (fd, 1)
+            _held[key] = (fd, 1, created)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:
         key = self.folder.resolve()
         with _held_guard:
-            fd, depth = _held[key]
+            fd, depth, created = _held[key]
             if depth > 1:
-                _held[key] = (fd, depth - 1)
+                _held[key] = (fd, depth - 1, created)
                 return
             del _held[key]
             self.path.unlink(missing_ok=True)  # still locked: a waiter that opened it sees a removed file
             os.close(fd)
+            if created:  # a run that wrote nothing (refused, or a bad model) leaves no empty folder behind
+                with contextlib.suppress(OSError):
+                    self.folder.rmdir()
 
     def _acquire(self) -> int:
         while True:
