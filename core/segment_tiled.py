@@ -10,7 +10,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -21,9 +21,34 @@ from .engine.tile_plan import FAST_HALO_STRIDES, TilingPlan, choose_tiling, defa
 from .engine.tiling import ArraySink, TileRunner, TilingOutcome, array_source, eager_runner, plan_runner, run_tiles
 from .events import EventSink, JobEvent, ignore_event
 from .io.images import ImageData, to_model_input
+from .model.checkpoint import ModelInfo
 
-if TYPE_CHECKING:
-    from .predict import Segmenter
+
+class TilingOptions(Protocol):
+    """The inference options the tiler reads (leanseg.core.predict.InferenceOptions has them)."""
+
+    @property
+    def precision(self) -> str: ...
+    @property
+    def memory_budget(self) -> int | None: ...
+    @property
+    def tiling(self) -> str: ...
+    @property
+    def want_probs(self) -> bool: ...
+
+
+class Segmenter(Protocol):
+    """What the tiler reads of a leanseg.core.predict.Segmenter, named here so this module need not import it
+    (predict imports this one); its optional `plan` and `fault_injection` are read with getattr."""
+
+    @property
+    def model(self) -> torch.nn.Module: ...
+    @property
+    def device(self) -> torch.device: ...
+    @property
+    def info(self) -> ModelInfo: ...
+    @property
+    def options(self) -> TilingOptions: ...
 
 _fields: weakref.WeakKeyDictionary[torch.nn.Module, ReceptiveField | str] = weakref.WeakKeyDictionary()
 _estimators: weakref.WeakKeyDictionary[torch.nn.Module, Callable[[tuple[int, ...]], int]] = \

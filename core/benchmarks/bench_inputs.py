@@ -1,12 +1,17 @@
-"""Inputs the benchmark scripts share: CamVid images linked into a folder, a seeded stand-in model."""
+"""Inputs the benchmarks share: CamVid images linked into a folder, a seeded stand-in model, scaled pictures."""
 from __future__ import annotations
 
 from pathlib import Path
 
+import cv2
+import numpy as np
 import torch
 
+from ..assets import default_model_path
+from ..io.images import read_image
 from ..model import MobileUNet, MobileUNetConfig
-from ..model.checkpoint import default_info, save_checkpoint
+from ..model.checkpoint import LoadedModel, default_info, save_checkpoint
+from ..model.sources import load_model
 
 
 def link_images(source: Path, count: int, folder: Path) -> Path:
@@ -28,3 +33,20 @@ def random_camvid_model(path: Path) -> Path:
     torch.manual_seed(0)
     config = MobileUNetConfig(num_classes=11, width=0.75)
     return save_checkpoint(path, MobileUNet(config).eval(), default_info(config))
+
+
+def load_bench_model(path: str | None) -> LoadedModel:
+    """The checkpoint, the shipped default model, or a seeded random-init MobileUNet(11 classes, 0.75)."""
+    if path:
+        return load_model(path)
+    if default_model_path().is_file():
+        return load_model(default_model_path())
+    torch.manual_seed(0)
+    config = MobileUNetConfig(num_classes=11, width=0.75)
+    return LoadedModel(MobileUNet(config).eval(), default_info(config), None)
+
+
+def scaled_image(path: str, size: int) -> np.ndarray:
+    """(size, size, 3) uint8: the picture stretched to a square of the given side."""
+    pixels = read_image(path).pixels[..., :3]
+    return cv2.resize(pixels, (size, size), interpolation=cv2.INTER_LINEAR)

@@ -15,19 +15,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import cv2
-import numpy as np
 import psutil
-import torch
 
 from ..assets import default_model_path
-from ..io.images import ImageData, read_image
+from ..io.images import ImageData
 from ..memory import format_bytes, parse_bytes
-from ..model import MobileUNet, MobileUNetConfig
-from ..model.checkpoint import LoadedModel, default_info
-from ..model.sources import load_model
 from ..plotting import line_chart
 from ..predict import InferenceOptions, Segmenter
+from .bench_inputs import load_bench_model, scaled_image
 from .measure import Probe, run_case
 from .report import format_table, write_json
 
@@ -63,23 +58,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--large-dir", type=Path, default=Path("/tmp"), help="where the large TIFF is written")
     group.add_argument("--configs", default=",".join(CONFIGURATIONS),
                        help="comma-separated subset of: " + ", ".join(CONFIGURATIONS))
-
-
-def load_bench_model(path: str | None) -> LoadedModel:
-    """The checkpoint, the shipped default model, or a seeded random-init MobileUNet(11 classes, 0.75)."""
-    if path:
-        return load_model(path)
-    if default_model_path().is_file():
-        return load_model(default_model_path())
-    torch.manual_seed(0)
-    config = MobileUNetConfig(num_classes=11, width=0.75)
-    return LoadedModel(MobileUNet(config).eval(), default_info(config), None)
-
-
-def scaled_image(path: str, size: int) -> np.ndarray:
-    """(size, size, 3) uint8: the picture stretched to a square of the given side."""
-    pixels = read_image(path).pixels[..., :3]
-    return cv2.resize(pixels, (size, size), interpolation=cv2.INTER_LINEAR)
 
 
 def segment_case(probe: Probe, size: int, engine: str, tiling: str, budget: int | None, model: str | None,

@@ -24,7 +24,7 @@ TIE_LOGITS = 1e-4  # labels may differ only where the top two logits are this cl
 def agreement_case(probe: Probe, size: int, budget: int, model: str | None, image: str,
                    device: str = "cpu", halos: tuple[int, ...] = FAST_HALOS) -> dict[str, Any]:
     """Rows: exact mode, then fast mode at each halo."""
-    from .tiling import load_bench_model, scaled_image
+    from .bench_inputs import load_bench_model, scaled_image
 
     segmenter = Segmenter(load_bench_model(model), InferenceOptions(device=device, engine="lean",
                                                                     memory_budget=budget))

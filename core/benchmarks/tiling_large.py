@@ -24,7 +24,7 @@ BLOCK_PX = 4096  # the scaled sample is repeated (mirrored) in blocks of this si
 
 def make_large_tiff(path: Path, size: int, image: str) -> Path:
     """Write (size, size, 3) uint8 as an uncompressed TIFF without holding it in memory."""
-    from .tiling import scaled_image
+    from .bench_inputs import scaled_image
 
     block = scaled_image(image, BLOCK_PX)
     tiles = [[block, block[:, ::-1]], [block[::-1], block[::-1, ::-1]]]  # mirrored: no seams
@@ -45,7 +45,7 @@ def large_tiff_case(probe: Probe, path: str, budget: int, tiling: str, max_tiles
                     device: str = "cpu") -> dict[str, Any]:
     """Peak and seconds per megapixel of segment_large_tiff; stops after max_tiles tiles (0: all)."""
     from ..jobs.segment_large import segment_large_tiff
-    from .tiling import load_bench_model
+    from .bench_inputs import load_bench_model
 
     segmenter = Segmenter(load_bench_model(model), InferenceOptions(device=device, tiling=tiling,
                                                                     memory_budget=budget))

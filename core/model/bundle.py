@@ -17,6 +17,7 @@ from ..engine.frontends.ir_file import graph_from_data, graph_to_data
 from ..io.outputs import FILE_MODE, new_temp_file
 from .card import CardError, card_from_json
 from .checkpoint import CheckpointError, LoadedModel
+from .graph_card import graph_model_with_card
 from .graph_model import GraphModel
 
 GRAPH_KEY = "leanseg_graph"
@@ -47,8 +48,6 @@ def save_bundle(loaded: LoadedModel, path: Path) -> Path:
 
 def load_bundle(path: Path) -> LoadedModel:
     """The model a `.leanseg` bundle holds; CheckpointError naming the file and the problem."""
-    from .sources import graph_model_with_card
-
     try:
         with safe_open(str(path), framework="pt") as handle:
             metadata = handle.metadata() or {}

@@ -5,6 +5,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .batches import to_batch
 from .dataset import PairCache
 from .lean import autocast_for, eval_mode
 from .metrics import confusion_matrix
@@ -13,8 +14,6 @@ from .metrics import confusion_matrix
 def evaluate_model(model: nn.Module, data: PairCache, num_classes: int, device: torch.device,
                    precision: str = "fp32", batch_size: int = 4) -> np.ndarray:
     """(K, K) confusion matrix of `model` over every pair; labels >= K (void) ignored."""
-    from .loop import to_batch
-
     matrix = np.zeros((num_classes, num_classes), np.int64)
     with eval_mode(model), torch.inference_mode():
         for start in range(0, len(data), batch_size):

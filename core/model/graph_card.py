@@ -1,0 +1,86 @@
+"""A front end's IR graph as a leanseg model: wrapped in a GraphModel, probed (input channels, classes, size
+multiple) by running it on small inputs, and checked against its card. Model files (`sources`) and `.leanseg`
+bundles (`bundle`) both end here.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from torch import fx
+
+from .card import ModelCard
+from .checkpoint import CheckpointError, LoadedModel, ModelInfo
+from .graph_model import GraphModel, GraphModelConfig
+
+_PROBE_MULTIPLES = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | None, kind: str) -> LoadedModel:
+    """Wrap the IR graph, probe it (channels, classes, size multiple) and check the card against it."""
+    where = str(path) if path is not None else "model"
+    channels = _input_channels(net)
+    if channels is not None and card.source != "defaults" and channels != card.channels:
+        raise CheckpointError(f"{where}: the card says {card.channels} input channels, the graph takes {channels}")
+    channels = channels or card.channels
+    if channels != card.channels:
+        card = replace(card, channels=channels, mean=(0.5,) * channels, std=(0.25,) * channels)
+    multiple, classes = _probe(net, channels, card.size_multiple, where)
+    if classes > 255:
+        raise CheckpointError(f"{where}: the graph outputs {classes} classes; labels are 8-bit, at most 255")
+    if card.classes and len(card.classes) != classes:
+        raise CheckpointError(f"{where}: the card lists {len(card.classes)} classes, the graph outputs {classes}")
+    card = replace(card, size_multiple=multiple)
+    config = GraphModelConfig(num_classes=classes, in_channels=channels, size_multiple=multiple, source_format=kind)
+    model = GraphModel(net, size_multiple=multiple, bgr=card.channel_order == "BGR",
+                       probabilities=card.output_kind == "probabilities").eval()
+    info = ModelInfo(
+        config=config,  # type: ignore[arg-type]
+        class_names=card.class_names(classes), class_colours=card.class_colours(classes),
+        mean=card.mean, std=card.std,
+        provenance={"format": kind, "card": card.source, "name": card.name or (path.stem if path else ""),
+                    "architecture": card.architecture, "card_json": json.dumps(card.to_json())},
+    )
+    return LoadedModel(model=model, info=info, path=path)
+
+
+def _input_channels(net: fx.GraphModule) -> int | None:
+    """The input's channel count, from the first convolution that reads the input directly."""
+    placeholder = next((n for n in net.graph.nodes if n.op == "placeholder"), None)
+    for node in net.graph.nodes:
+        if node.op == "call_module" and placeholder in node.all_input_nodes:
+            module = net.get_submodule(str(node.target))
+            if isinstance(module, torch.nn.Conv2d):
+                return int(module.in_channels)
+    return None
+
+
+def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tuple[int, int]:
+    """(size multiple, classes): run the graph on small inputs; the card's multiple is checked, not trusted."""
+    candidates = (multiple,) if multiple else _PROBE_MULTIPLES
+    last_error = ""
+    for m in candidates:
+        try:
+            shapes = [_output_shape(net, channels, rows * m, cols * m) for rows, cols in ((3, 5), (5, 3))]
+        except (RuntimeError, ValueError, IndexError, TypeError) as err:
+            last_error = str(err).splitlines()[0] if str(err) else type(err).__name__
+            continue
+        (k1, *rest1), (k2, *rest2) = shapes
+        sizes_ok = rest1 == [3 * m, 5 * m] and rest2 == [5 * m, 3 * m]
+        if k1 == k2 and sizes_ok:
+            return m, k1
+        last_error = f"output {shapes} does not keep the input's height and width"
+    tried = f"size multiple {multiple} (from the card)" if multiple else f"size multiples {list(_PROBE_MULTIPLES)}"
+    raise CheckpointError(f"{where}: the graph does not run as a segmentation net (1, C, H, W) -> (1, K, H, W) "
+                          f"at {tried}: {last_error[:200]}")
+
+
+def _output_shape(net: fx.GraphModule, channels: int, height: int, width: int) -> list[int]:
+    with torch.inference_mode():
+        y = net(torch.zeros(1, channels, height, width))
+    if not isinstance(y, torch.Tensor) or y.dim() != 4 or y.shape[0] != 1:
+        shape = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
+        raise ValueError(f"the output is {shape}, not (1, K, H, W)")
+    return [int(v) for v in y.shape[1:]]
