@@ -36,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from .main_window import MainWindow
-    from .screenshot import ScreenshotTaker
-    from .settings import AppSettings
+    from .main_window.screenshot import ScreenshotTaker
+    from .main_window.settings import AppSettings
+    from .main_window.window import MainWindow
     from .style import apply_style
 
     app = QApplication.instance() or QApplication([sys.argv[0]])

@@ -6,6 +6,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
 ACCENT = "#3d8bfd"
+VIEW_BACKGROUND = "#17181b"  # behind images and plots
 STYLE_SHEET = f"""
 QMainWindow, QDockWidget {{ background: #202226; }}
 QDockWidget::title {{ background: #2a2d32; padding: 5px 8px; color: #d7dae0; font-weight: 600; }}

@@ -14,7 +14,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from leanseg.gui.memory_lab import MemoryLabWindow  # noqa: E402
+from leanseg.gui.memory_lab.window import MemoryLabWindow  # noqa: E402
 from leanseg.gui.style import apply_style  # noqa: E402
 
 

@@ -37,7 +37,7 @@ from leanseg.core.jobs.batch_plan import BatchSettings
 from leanseg.core.jobs.manifest import MANIFEST_NAME, ImageRecord
 from leanseg.core.predict import InferenceOptions
 
-from .batch_runner import BatchRequest, BatchThread
+from .runner import BatchRequest, BatchThread
 
 COLUMNS = ("File", "Size", "Seconds", "Status", "Message")
 

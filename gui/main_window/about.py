@@ -9,7 +9,7 @@ import torch
 
 from leanseg.core.device import available_devices
 
-from .worker import ModelStatus
+from ..inference.worker import ModelStatus
 
 
 def _version(package: str) -> str:

@@ -1,59 +1,85 @@
-"""The main window's companion windows: the batch dialog (folders) and the video panel.
+"""The main window's companion windows: the batch dialog (folders), the video panel and the memory lab.
 
-Each lives in its own module, written beside this one; they are imported on first use, and a missing one
-makes its menu entry say so instead of failing.
+Mixed into MainWindow. Each companion lives in its own package and knows nothing of the main window: it is
+given the model file, the options and the callbacks it needs. Batch and video are imported on first use, and
+a missing one makes its menu entry say so instead of failing.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMainWindow
 
 from leanseg.core.io.images import ImageReadError, read_image
+from leanseg.core.profile import ModelSpec, default_spec
 
-if TYPE_CHECKING:
-    from .main_window import MainWindow
-
-
-def open_batch(window: MainWindow, folder: Path) -> None:
-    """Show the batch dialog for `folder` (one dialog per window, reused); its results open in the viewer."""
-    try:
-        from .batch_dialog import BatchDialog
-    except ImportError as err:
-        window.show_error("Open folder", f"Batch processing of folders is not available ({err}).")
-        return
-    dialog = getattr(window, "batch_dialog", None)
-    if dialog is None or dialog.running:
-        dialog = BatchDialog(window, model_path=window.model_requested, options=window.controls.options(),
-                             in_dir=folder)
-        dialog.open_result.connect(lambda image, labels: open_labelled(window, Path(image), Path(labels)))
-        dialog.job_event.connect(lambda event: window.monitor.mark_event(event) if window.monitor else None)
-        window.batch_dialog = dialog  # type: ignore[attr-defined]
-    else:
-        dialog.set_model(window.model_requested, window.controls.options())
-        dialog.in_edit.setText(str(folder))
-        dialog._on_input_edited(str(folder))
-    dialog.show()
-    dialog.raise_()
+from ..memory_lab.window import MemoryLabWindow
 
 
-def open_video(window: MainWindow, path: Path) -> None:
-    """Open `path` in the video panel."""
-    try:
-        from .video_window import show_video
-    except ImportError as err:
-        window.show_error("Open video", f"Video segmentation is not available ({err}).")
-        return
-    show_video(window, path)
+class CompanionsMixin(QMainWindow):
+    """Opens and reuses the companion windows; MainWindow provides the attributes used here."""
 
+    def open_batch(self, folder: Path) -> None:
+        """Show the batch dialog for `folder` (one dialog per window, reused); its results open in the viewer."""
+        try:
+            from ..batch.dialog import BatchDialog
+        except ImportError as err:
+            self.show_error("Open folder", f"Batch processing of folders is not available ({err}).")
+            return
+        dialog = getattr(self, "batch_dialog", None)
+        if dialog is None or dialog.running:
+            dialog = BatchDialog(self, model_path=self.model_requested, options=self.controls.options(),
+                                 in_dir=folder)
+            dialog.open_result.connect(lambda image, labels: self.open_labelled(Path(image), Path(labels)))
+            dialog.job_event.connect(lambda event: self.monitor.mark_event(event) if self.monitor else None)
+            self.batch_dialog = dialog
+        else:
+            dialog.set_model(self.model_requested, self.controls.options())
+            dialog.set_input_folder(folder)
+        dialog.show()
+        dialog.raise_()
 
-def open_labelled(window: MainWindow, image_path: Path, labels_path: Path) -> None:
-    """Show an image with labels saved earlier (a batch result) as its overlay, without segmenting again."""
-    try:
-        labels = read_image(labels_path).pixels
-    except ImageReadError as err:
-        window.show_error("Open result", f"Could not read the labels: {err}")
-        return
-    if labels.ndim != 2:
-        window.show_error("Open result", f"{labels_path}: not a labels image (expected one channel of classes)")
-        return
-    window.open_image(image_path, labels=labels)
+    def open_video_panel(self, path: Path) -> None:
+        """Open `path` in the video panel."""
+        try:
+            from ..video.window import show_video
+        except ImportError as err:
+            self.show_error("Open video", f"Video segmentation is not available ({err}).")
+            return
+        show_video(self, path)
+
+    def open_labelled(self, image_path: Path, labels_path: Path) -> None:
+        """Show an image with labels saved earlier (a batch result) as its overlay, without segmenting again."""
+        try:
+            labels = read_image(labels_path).pixels
+        except ImageReadError as err:
+            self.show_error("Open result", f"Could not read the labels: {err}")
+            return
+        if labels.ndim != 2:
+            self.show_error("Open result", f"{labels_path}: not a labels image (expected one channel of classes)")
+            return
+        self.open_image(image_path, labels=labels)
+
+    def install_memory_lab(self) -> QAction:
+        """A Tools > Memory lab… entry that opens the lab for the loaded model."""
+        action = QAction("&Memory lab…", self)
+        action.setStatusTip("Where memory goes, in training and at test time, for the loaded model")
+        action.triggered.connect(lambda _checked=False: self.open_memory_lab())
+        self.menuBar().addMenu("&Tools").addAction(action)
+        return action
+
+    def open_memory_lab(self) -> MemoryLabWindow:
+        """Show (or raise) the lab window for this window's model."""
+        status = self.model_status
+        path = (status.path if status is not None else None) or self.model_requested
+        spec, text = (ModelSpec(str(path)), Path(path).name) if path else default_spec()
+        lab: MemoryLabWindow | None = getattr(self, "memory_lab", None)
+        if lab is None:
+            lab = MemoryLabWindow(spec, text)
+            self.memory_lab = lab
+        elif not lab.runner.busy():
+            lab.set_model(spec, text)
+        lab.show()
+        lab.raise_()
+        return lab

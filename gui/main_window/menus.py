@@ -1,16 +1,40 @@
 """Menus and toolbar of the main window: actions are created here and connected to the window's methods."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QMenu, QStyle, QToolBar
+from PySide6.QtWidgets import QDockWidget, QMenu, QMenuBar, QStyle, QToolBar
 
-if TYPE_CHECKING:
-    from .main_window import MainWindow
+from ..viewer.view import SegmentationViewer
+from .settings import AppSettings
+
+
+class MenuHost(Protocol):
+    """What the menus call on the window they are built for (the main window provides all of it)."""
+
+    viewer: SegmentationViewer
+    docks: list[QDockWidget]
+    settings: AppSettings
+    choose_image: Callable[[], None]
+    choose_folder: Callable[[], None]
+    choose_video: Callable[[], None]
+    choose_model: Callable[[], None]
+    save_labels: Callable[[], object]
+    save_overlay: Callable[[], object]
+    segment_current: Callable[[], None]
+    cancel_job: Callable[[], None]
+    show_about: Callable[[], None]
+    open_path: Callable[[Path], None]
+
+    def close(self) -> bool: ...
+    def style(self) -> QStyle: ...
+    def menuBar(self) -> QMenuBar: ...
+    def addToolBar(self, toolbar: QToolBar) -> None: ...
 
 
 @dataclass
@@ -29,7 +53,7 @@ class WindowActions:
     help_menu: QMenu
 
 
-def _action(window: MainWindow, text: str, slot, shortcut=None, icon=None, tip: str = "") -> QAction:  # type: ignore[no-untyped-def]
+def _action(window: MenuHost, text: str, slot, shortcut=None, icon=None, tip: str = "") -> QAction:  # type: ignore[no-untyped-def]
     action = QAction(text, window)
     if shortcut is not None:
         action.setShortcut(QKeySequence(shortcut))
@@ -42,7 +66,7 @@ def _action(window: MainWindow, text: str, slot, shortcut=None, icon=None, tip: 
     return action
 
 
-def build_menus(window: MainWindow) -> WindowActions:
+def build_menus(window: MenuHost) -> WindowActions:
     """File, View and Help menus plus the toolbar; returns the actions the window enables and disables."""
     pix = QStyle.StandardPixmap
     open_image = _action(window, "&Open image…", window.choose_image, QKeySequence.StandardKey.Open,
@@ -104,7 +128,7 @@ def build_menus(window: MainWindow) -> WindowActions:
                          cancel, show_overlay, fit, recent_menu, help_menu)
 
 
-def _fill_recent(window: MainWindow, menu: QMenu) -> None:
+def _fill_recent(window: MenuHost, menu: QMenu) -> None:
     menu.clear()
     names = window.settings.recent_files()
     for name in names:

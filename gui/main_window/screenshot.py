@@ -7,7 +7,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
-from .main_window import MainWindow
+from .window import MainWindow
 
 SETTLE_MS = 700  # let the memory panel draw the samples after the job before grabbing
 

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from PySide6.QtWidgets import QMainWindow
 
 from leanseg.core.device import available_devices
 from leanseg.core.predict import InferenceOptions
 
-if TYPE_CHECKING:
-    from .main_window import MainWindow
+from ..viewer.controls import InferenceControls
+from ..viewer.legend import OverlayPanel
+from .settings import AppSettings
 
 DEFAULT_SIZE = (1440, 900)
 
@@ -19,9 +21,9 @@ def default_device() -> str:
     return devices[1] if len(devices) > 1 else devices[0]
 
 
-def restore(window: MainWindow) -> None:
-    """Apply saved settings to a freshly built window (before any model or image is opened)."""
-    settings = window.settings
+def restore(window: QMainWindow, settings: AppSettings, controls: InferenceControls,
+            overlay_panel: OverlayPanel) -> None:
+    """Apply saved settings to a freshly built window and its panels (before any model or image is opened)."""
     geometry = settings.blob("window/geometry")
     if geometry is None or not window.restoreGeometry(geometry):
         window.resize(*DEFAULT_SIZE)
@@ -42,29 +44,30 @@ def restore(window: MainWindow) -> None:
         )
     except ValueError:  # settings from another version: start from the defaults
         options = InferenceOptions(device=device)
-    window.controls.set_options(options)
-    window.overlay_panel.set_opacity(settings.number("overlay/opacity", 0.5))
-    window.overlay_panel.show_overlay.setChecked(settings.flag("overlay/visible", True))
+    controls.set_options(options)
+    overlay_panel.set_opacity(settings.number("overlay/opacity", 0.5))
+    overlay_panel.show_overlay.setChecked(settings.flag("overlay/visible", True))
 
 
-def remembered_model(window: MainWindow) -> Path | None:
+def remembered_model(settings: AppSettings) -> Path | None:
     """The model file used last time, if it still exists."""
-    name = window.settings.text("model/path")
+    name = settings.text("model/path")
     return Path(name) if name and Path(name).is_file() else None
 
 
-def save(window: MainWindow) -> None:
-    settings = window.settings
+def save(window: QMainWindow, settings: AppSettings, controls: InferenceControls, overlay_panel: OverlayPanel,
+         model_path: Path | None) -> None:
+    """Store the window's geometry and docks, the inference choices, the overlay and the model in use."""
     settings.set_blob("window/geometry", window.saveGeometry())
     settings.set_blob("window/state", window.saveState())
-    options = window.controls.options()
+    options = controls.options()
     settings.set_text("inference/device", options.device)
     settings.set_text("inference/engine", options.engine)
     settings.set_text("inference/precision", options.precision)
     settings.set_number("inference/memory_budget_mb", (options.memory_budget or 0) // 1_000_000)
     settings.set_text("inference/tiling", options.tiling)
-    settings.set_number("overlay/opacity", window.overlay_panel.opacity.value() / 100)
-    settings.set_flag("overlay/visible", window.overlay_panel.show_overlay.isChecked())
-    if window.model_status is not None and window.model_status.path is not None:
-        settings.set_text("model/path", str(window.model_status.path))
+    settings.set_number("overlay/opacity", overlay_panel.opacity.value() / 100)
+    settings.set_flag("overlay/visible", overlay_panel.show_overlay.isChecked())
+    if model_path is not None:
+        settings.set_text("model/path", str(model_path))
     settings.sync()

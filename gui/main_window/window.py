@@ -19,23 +19,24 @@ from leanseg.core.io.images import ImageData, to_rgb8
 from leanseg.core.memory import MemoryMonitor, format_bytes
 from leanseg.core.predict import InferenceOptions, Segmentation
 
-from . import companions, memory_lab, window_state
+from ..inference.controller import InferenceController
+from ..inference.latency import freeze_long_lived_objects
+from ..inference.worker import ModelStatus
+from ..memory.monitor import start_monitor
+from ..memory.panel import MemoryPanel
+from ..viewer.controls import InferenceControls
+from ..viewer.legend import OverlayPanel
+from ..viewer.view import SegmentationViewer
+from . import state as window_state
 from .about import about_text
 from .banner import ModelBanner
-from .controls import InferenceControls
+from .companions import CompanionsMixin
 from .file_actions import FileActionsMixin
-from .inference import InferenceController
-from .latency import freeze_long_lived_objects
-from .legend import OverlayPanel
-from .memory_panel import MemoryPanel
 from .menus import build_menus
-from .monitor import start_monitor
 from .settings import AppSettings
-from .viewer import SegmentationViewer
-from .worker import ModelStatus
 
 
-class MainWindow(FileActionsMixin):
+class MainWindow(FileActionsMixin, CompanionsMixin):
     """`open_path`, `open_image`, `open_folder`, `open_video`, `open_model` are the entry points."""
 
     image_shown = Signal(object)  # ImageData now in the viewer
@@ -67,13 +68,13 @@ class MainWindow(FileActionsMixin):
                       self._dock("Overlay", self.overlay_panel, Qt.DockWidgetArea.RightDockWidgetArea),
                       self._dock("Memory", self.memory_panel, Qt.DockWidgetArea.BottomDockWidgetArea)]
         self.actions = build_menus(self)
-        self.memory_lab_action = memory_lab.install(self)  # Tools > Memory lab…
+        self.memory_lab_action = self.install_memory_lab()  # Tools > Memory lab…
         self.menuBar().addAction(self.actions.help_menu.menuAction())  # keep Help last
         self.resizeDocks(self.docks, [270, 250, 240], Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks[2]], [240], Qt.Orientation.Vertical)
         self._build_status_bar()
         self._connect()
-        window_state.restore(self)
+        window_state.restore(self, self.settings, self.controls, self.overlay_panel)
         self._start(model_path)
         freeze_long_lived_objects()
 
@@ -133,7 +134,7 @@ class MainWindow(FileActionsMixin):
 
     def _start(self, model_path: Path | None) -> None:
         self._use_device(self.controls.options().device)
-        path = model_path or window_state.remembered_model(self)
+        path = model_path or window_state.remembered_model(self.settings)
         if path is None and default_model_path().is_file():
             path = default_model_path()
         if path is None:
@@ -168,12 +169,12 @@ class MainWindow(FileActionsMixin):
     def open_folder(self, path: Path) -> None:
         """Segment a folder in the batch dialog."""
         self.settings.remember_dir("folder", path)
-        companions.open_batch(self, Path(path))
+        self.open_batch(Path(path))
 
     def open_video(self, path: Path) -> None:
         """Play and segment a video in the video panel."""
         self.settings.remember_dir("video", path)
-        companions.open_video(self, Path(path))
+        self.open_video_panel(Path(path))
 
     def segment_current(self) -> None:
         if self.image is None:
@@ -306,7 +307,8 @@ class MainWindow(FileActionsMixin):
         self.actions.save_overlay.setEnabled(self.result is not None)
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        window_state.save(self)
+        model_path = self.model_status.path if self.model_status is not None else None
+        window_state.save(self, self.settings, self.controls, self.overlay_panel, model_path)
         self.controller.shutdown()
         self.memory_panel.set_monitor(None)
         if self.monitor is not None:

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QPushButton, Q
 
 from leanseg.core.memory import format_bytes
 
-from .viewer import VIEW_BACKGROUND
+from ..style import VIEW_BACKGROUND
 
 MB = 1e6
 WINDOW_S = 30.0  # seconds the time axis spans; it jumps ahead in steps so the axes are not redrawn every tick

@@ -9,7 +9,7 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from leanseg.core.memory import format_bytes
 from leanseg.core.profile import LowerBounds, MemoryProfile
 
-from .viewer import VIEW_BACKGROUND
+from ..style import VIEW_BACKGROUND
 
 MB = 1e6
 BAR_COLOURS = {"train": "#e5534b", "eval": "#f2a541", "engine": "#4fc38a"}

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QCloseEvent
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -36,11 +35,8 @@ from leanseg.core.profile.export import bound_lines
 from leanseg.core.profile.records import MemoryProfile, write_json
 from leanseg.core.profile.summary import summary_lines
 
-from .memory_lab_charts import BarChart, StepChart
-from .memory_lab_runner import LabRunner
-
-if TYPE_CHECKING:
-    from .main_window import MainWindow
+from .charts import BarChart, StepChart
+from .runner import LabRunner
 
 MAX_LISTED_TENSORS = 40
 
@@ -279,28 +275,3 @@ class MemoryLabWindow(QWidget):
         self.runner.cancel()
         self.runner.wait(5.0)
         super().closeEvent(event)
-
-
-def install(window: MainWindow) -> QAction:
-    """A Tools > Memory lab… entry on the main window that opens the lab for the loaded model."""
-    action = QAction("&Memory lab…", window)
-    action.setStatusTip("Where memory goes, in training and at test time, for the loaded model")
-    action.triggered.connect(lambda _checked=False: open_lab(window))
-    window.menuBar().addMenu("&Tools").addAction(action)
-    return action
-
-
-def open_lab(window: MainWindow) -> MemoryLabWindow:
-    """Show (or raise) the lab window for the main window's model."""
-    status = getattr(window, "model_status", None)
-    path = getattr(status, "path", None) or getattr(window, "model_requested", None)
-    spec, text = (ModelSpec(str(path)), str(Path(path).name)) if path else default_spec()
-    lab: MemoryLabWindow | None = getattr(window, "memory_lab", None)
-    if lab is None:
-        lab = MemoryLabWindow(spec, text)
-        window.memory_lab = lab  # type: ignore[attr-defined]
-    elif not lab.runner.busy():
-        lab.set_model(spec, text)
-    lab.show()
-    lab.raise_()
-    return lab

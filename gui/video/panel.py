@@ -29,9 +29,9 @@ from leanseg.core.jobs import VideoJobOptions, VideoJobSummary
 from leanseg.core.model.checkpoint import read_info
 from leanseg.core.predict import InferenceOptions
 
-from .video_export import VideoExport
-from .video_player import ShownFrame, VideoPlayback
-from .viewer import SegmentationViewer
+from ..viewer.view import SegmentationViewer
+from .export import VideoExport
+from .player import ShownFrame, VideoPlayback
 
 
 def _clock(seconds: float) -> str:

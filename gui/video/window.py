@@ -10,7 +10,7 @@ from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, Qt
 
-from .video_panel import VideoPanel
+from .panel import VideoPanel
 
 
 class _ShutdownOnClose(QObject):

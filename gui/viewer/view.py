@@ -8,7 +8,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout
 
-VIEW_BACKGROUND = "#17181b"
+from ..style import VIEW_BACKGROUND
 
 
 def class_lookup_table(colours: Sequence[Sequence[int]], hidden: frozenset[int] = frozenset()) -> np.ndarray:

@@ -65,8 +65,8 @@ def no_default_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def make_window(qtbot, settings_path: Path, no_default_model: Path) -> Iterator[Callable[..., object]]:  # type: ignore[no-untyped-def]
     """Build a shown MainWindow on INI settings; with `model`, wait until the worker has loaded it."""
-    from leanseg.gui.main_window import MainWindow
-    from leanseg.gui.settings import AppSettings
+    from leanseg.gui.main_window.settings import AppSettings
+    from leanseg.gui.main_window.window import MainWindow
 
     def make(model: Path | None = None) -> MainWindow:
         window = MainWindow(settings=AppSettings(settings_path), model_path=None)

@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
 
 from leanseg.core.predict import InferenceOptions
-from leanseg.gui.batch_dialog import BatchDialog, default_output_folder
+from leanseg.gui.batch.dialog import BatchDialog, default_output_folder
 
 from .conftest import JOB_TIMEOUT_MS, write_image
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 
 from leanseg.core.io.outputs import write_png
-from leanseg.gui import companions
 
 from .conftest import JOB_TIMEOUT_MS, write_image
 
@@ -30,6 +29,6 @@ def test_a_saved_result_opens_with_its_labels_without_segmenting(qtbot, make_win
     starts: list[int] = []
     window.controller.worker.job_event.connect(lambda job_id, event: starts.append(job_id))
     with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
-        companions.open_labelled(window, small_image, labels_path)
+        window.open_labelled(small_image, labels_path)
     np.testing.assert_array_equal(window.viewer.overlay_item.image, labels)
     assert starts == []  # shown, not segmented again

@@ -9,7 +9,7 @@ import psutil
 from pytestqt.qtbot import QtBot
 
 from leanseg.core.profile import CONFIGURATION_NAMES, ModelSpec
-from leanseg.gui.memory_lab import MemoryLabWindow
+from leanseg.gui.memory_lab.window import MemoryLabWindow
 
 LAB_TIMEOUT_MS = 240_000  # each configuration starts a fresh Python with torch; the test machine is busy
 RUN = ("eval no_grad", "engine fp32")  # a subset keeps the test short (a fresh Python per run)

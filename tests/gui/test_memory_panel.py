@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from leanseg.core.memory import MemoryMonitor, format_bytes
-from leanseg.gui.memory_panel import MemoryPanel
+from leanseg.gui.memory.panel import MemoryPanel
 
 from .conftest import JOB_TIMEOUT_MS
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSize
 
-from leanseg.gui.main_window import MainWindow
-from leanseg.gui.settings import MAX_RECENT_FILES, AppSettings
+from leanseg.gui.main_window.settings import MAX_RECENT_FILES, AppSettings
+from leanseg.gui.main_window.window import MainWindow
 
 from .conftest import JOB_TIMEOUT_MS, write_image
 

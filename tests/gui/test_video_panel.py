@@ -9,8 +9,8 @@ import pytest
 from PySide6.QtCore import Qt
 
 from leanseg.core.predict import InferenceOptions
-from leanseg.gui.video_panel import VideoPanel
-from leanseg.gui.video_player import ShownFrame
+from leanseg.gui.video.panel import VideoPanel
+from leanseg.gui.video.player import ShownFrame
 
 from ..core.video_samples import count_frames, write_video
 from .conftest import JOB_TIMEOUT_MS, drop_path

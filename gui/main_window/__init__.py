@@ -1,0 +1,1 @@
+"""The main window: menus, file actions, saved state and settings, the model banner, About, --screenshot."""

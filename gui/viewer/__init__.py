@@ -1,0 +1,1 @@
+"""The image viewer with its overlay, the inference controls and the overlay/legend panel."""
