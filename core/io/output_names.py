@@ -7,7 +7,7 @@ output folder, compared case-insensitively):
 0. the file's stem: `photo.png` -> `photo`;
 1. the stem and the extension: `photo.png` -> `photo_png`, `photo.jpg` -> `photo_jpg`;
 2. that and the first 8 hex digits of blake2b(the input's relative path):
-   `c.jpg` beside `c.png` and `c_jpg.png` -> `c_jpg_1f0e3dad`.
+   `c.jpg` beside `c.png` and `c_jpg.png` -> `c_jpg_acec91c4`.
 
 Names depend only on the set of inputs, never on their order or on earlier runs, so every rerun
 gives the same names. `batch` mirrors sub-folders (relative path = below IN_DIR); `segment` writes
