@@ -4,13 +4,14 @@ from __future__ import annotations
 from torch import fx
 
 from .bands import BandedInvertedResidual
+from .chain import BandedChain
 from .head import LabelsHead
 
 MIN_BAND_BYTES = 64 * 2**10
 
 
-def band_modules(graph_module: fx.GraphModule) -> list[BandedInvertedResidual | LabelsHead]:
-    return [m for m in graph_module.modules() if isinstance(m, (BandedInvertedResidual, LabelsHead))]
+def band_modules(graph_module: fx.GraphModule) -> list[BandedInvertedResidual | LabelsHead | BandedChain]:
+    return [m for m in graph_module.modules() if isinstance(m, (BandedInvertedResidual, LabelsHead, BandedChain))]
 
 
 def apply_memory_budget(graph_module: fx.GraphModule, memory_budget: int) -> str:
@@ -23,6 +24,6 @@ def apply_memory_budget(graph_module: fx.GraphModule, memory_budget: int) -> str
     for module in band_modules(graph_module):
         if band_bytes < module.band_bytes:
             module.band_bytes = band_bytes
-            if isinstance(module, BandedInvertedResidual):
+            if isinstance(module, (BandedInvertedResidual, BandedChain)):
                 module.min_rows = 1
     return f"memory budget {memory_budget} B: band temporaries capped at {band_bytes} B"

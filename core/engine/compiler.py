@@ -12,6 +12,7 @@ from ..model.padding import crop_like, pad_to_multiple
 from .bands import BandedInvertedResidual, band_concat_convs, split_inverted_residuals
 from .budget import apply_memory_budget, band_modules
 from .capture import CaptureError, capture
+from .chain import BandedChain, banded_tail
 from .fold import fold_batchnorm, remove_no_ops
 from .frontends.ir import dim_size
 from .fuse import ConvAct, fuse_conv_activation
@@ -19,12 +20,14 @@ from .head import LabelsHead, labels_head
 from .layout import to_channels_last
 from .liveness import free_shape_only_reads, shape_of
 from .plan import Plan
+from .schedule import run_consumers_early
+from .shapes import input_channels, sizes_to_scales
 from .virtual import fuse_concat_inputs
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 # Nodes the engine knows the memory behaviour of; anything else runs as a plain eager call.
-_KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh,
+_KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, BandedChain, nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh,
                   nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample,
                   nn.Hardsigmoid, nn.Sigmoid, nn.GELU, nn.GroupNorm)
 _KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, torch.mul, torch.cat, F.interpolate,
@@ -51,18 +54,26 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
         return Plan(None, eager, device=device, dtype=dtype, notes=[str(err)], fallbacks=["<whole model>"])
     notes = [
         f"removed {remove_no_ops(graph_module)} identity/dropout nodes",
+        f"{sizes_to_scales(graph_module, input_channels(graph_module))} resizes to another tensor's size are "
+        "integer scales",
         f"folded {fold_batchnorm(graph_module)} BatchNorm layers into convolutions",
         f"fused {fuse_conv_activation(graph_module)} conv + activation pairs",
         f"{free_shape_only_reads(graph_module.graph, (crop_like,))} crops read their reference's shape only",
+        f"{run_consumers_early(graph_module.graph)} shape reads and sums moved next to their inputs",
     ]
+    graph_module.recompile()
     if bands:
         notes.append(f"{split_inverted_residuals(graph_module)} inverted-residual blocks run in row bands")
         notes.append(f"{band_concat_convs(graph_module)} convs over a concatenation run in row bands")
         fused = fuse_concat_inputs(graph_module, (BandedInvertedResidual,))
         notes.append(f"{fused} concatenations (and their upsampling) made virtual: built band by band")
     if head:
-        found = labels_head(graph_module)
-        notes.append("labels-out head: argmax per band" if found else "no labels-out head: argmax over full logits")
+        if labels_head(graph_module):
+            notes.append("labels-out head: argmax per band")
+        else:
+            stages = banded_tail(graph_module)
+            notes.append(f"labels-out tail: {stages} stages (convs, resizes, per-pixel ops) in row bands, argmax per "
+                         "band" if stages else "no labels-out head: argmax over full logits")
     graph_module.to(device=device, dtype=dtype)
     notes.append(f"{to_channels_last(graph_module)} weights stored channels_last")
     for module in band_modules(graph_module):

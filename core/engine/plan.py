@@ -13,6 +13,7 @@ from torch import Tensor, fx, nn
 
 from ..memory import engine_live_bytes
 from .accounting import LiveAccount, RunStats
+from .chain import BandedChain
 from .head import LabelsHead, labels_from_logits
 from .layout import CHANNELS_LAST, as_channels_last
 from .liveness import in_place_add_operand, values_dying_after
@@ -77,7 +78,7 @@ class Plan:
         self.fallbacks = fallbacks
         self.last_stats: RunStats | None = None
         self._steps = _steps_of(graph_module) if graph_module is not None else []
-        self._head = next((s.module for s in self._steps if isinstance(s.module, LabelsHead)), None)
+        self._head = next((s.module for s in self._steps if isinstance(s.module, (LabelsHead, BandedChain))), None)
         self._meta_plan: Plan | None = None
         self._peak_estimates: dict[tuple[tuple[int, ...], str], int] = {}  # (shape, output) -> bytes
 

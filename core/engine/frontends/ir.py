@@ -25,7 +25,7 @@ def dim_size(x: Tensor, axis: int) -> int:
 
 
 IR_MODULES: tuple[type[nn.Module], ...] = (
-    nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d, nn.Linear,
+    nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d, nn.GroupNorm, nn.Linear,
     nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid, nn.SiLU, nn.GELU, nn.Sigmoid, nn.Tanh,
     nn.LeakyReLU, nn.Softmax, nn.Identity,
     nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d,

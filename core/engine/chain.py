@@ -1,0 +1,252 @@
+"""Pass: a chain of row-local ops at the graph's tail (convs, resizes, per-pixel ops, crop) runs in row bands.
+
+Decoders end in full-resolution work: smp's last U-Net block (upsample, two 3x3 convs, a 3x3 head),
+FPN's head (3x3 conv, then a 4x bilinear upsample), LR-ASPP's bilinear upsample to the input size.
+Each output row depends on a few rows of the chain's input, so the chain is run band by band: for a
+band of output rows the rows each stage needs are worked out backwards (conv windows, resize source
+rows), then computed forwards on those rows only, zero padding added where a band meets the image's
+edge, and the band's argmax written out (fused-layer execution, Alwani et al. 2016). Full-size
+intermediate maps and full-size logits never exist.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, fx, nn
+
+from ..model.padding import crop_like
+from .band_pool import row_bands, run_bands
+from .capture import module_of
+from .fuse import ConvAct
+from .head import labels_dtype
+
+DEFAULT_BAND_BYTES = 8 * 2**20  # the band's stage tensors together
+MIN_BAND_ROWS = 16  # each band recomputes its conv halos: fewer rows, more repeated work
+POINTWISE = (nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid, nn.SiLU, nn.GELU,
+             nn.Sigmoid, nn.Tanh, nn.LeakyReLU, nn.Identity)
+
+
+class Resize(nn.Module):
+    """F.interpolate as a chain stage: nearest or bilinear, to a size given at run time or by a scale."""
+
+    def __init__(self, mode: str, align_corners: bool, scale: tuple[float, float] | None) -> None:
+        super().__init__()
+        self.mode, self.align_corners, self.scale = mode, align_corners, scale
+
+    def output_size(self, height: int, width: int, size: tuple[int, int] | None) -> tuple[int, int]:
+        if size is not None:
+            return int(size[0]), int(size[1])
+        assert self.scale is not None
+        return math.floor(height * self.scale[0]), math.floor(width * self.scale[1])
+
+    def source_coordinates(self, rows: range, in_h: int, out_h: int) -> tuple[list[int], list[int], list[float]]:
+        """For output rows: first source row, second source row, weight of the second (PyTorch's rules)."""
+        if self.align_corners:
+            ratio = (in_h - 1) / (out_h - 1) if out_h > 1 else 0.0
+        else:
+            ratio = 1.0 / self.scale[0] if self.scale is not None else in_h / out_h
+        first, second, weight = [], [], []
+        for y in rows:
+            if self.mode == "nearest":
+                index = min(math.floor(y * ratio), in_h - 1)
+                first.append(index), second.append(index), weight.append(0.0)
+                continue
+            source = y * ratio if self.align_corners else max((y + 0.5) * ratio - 0.5, 0.0)
+            y0 = min(math.floor(source), in_h - 1)
+            first.append(y0), second.append(min(y0 + 1, in_h - 1)), weight.append(source - y0)
+        return first, second, weight
+
+    def rows(self, band: Tensor, offset: int, out_rows: range, in_h: int, out_h: int, out_w: int) -> Tensor:
+        """Output rows `out_rows` from `band` (source rows offset.. of the stage input)."""
+        first, second, weight = self.source_coordinates(out_rows, in_h, out_h)
+        if band.is_meta:
+            return band.new_empty((band.shape[0], band.shape[1], len(out_rows), out_w))
+        top = band[:, :, [i - offset for i in first]]
+        if self.mode == "bilinear":
+            lam = torch.tensor(weight, dtype=band.dtype, device=band.device).view(1, 1, -1, 1)
+            bottom = band[:, :, [i - offset for i in second]]
+            top = torch.lerp(top, bottom, lam)
+        kwargs: dict[str, Any] = {"mode": self.mode}
+        if self.mode == "bilinear":
+            kwargs["align_corners"] = self.align_corners
+        if self.scale is not None and not self.align_corners:
+            return F.interpolate(top, scale_factor=(1.0, self.scale[1]), **kwargs)
+        return F.interpolate(top, size=(len(out_rows), out_w), **kwargs)
+
+    def extra_repr(self) -> str:
+        return f"mode={self.mode}, align_corners={self.align_corners}, scale={self.scale}"
+
+
+class BandedChain(nn.Module):
+    """(1, C, h, w) -> labels (1, H, W) or logits (1, K, H, W) through `stages`, band of output rows by band.
+
+    forward(source, *sizes, reference): `sizes` are the (height, width) pairs of the resizes that take a
+    size, in order; `reference` is the tensor a final crop matches (when `crop`). `emit` is set by the
+    executor before each run: 'labels' or 'logits'.
+    """
+
+    def __init__(self, stages: list[nn.Module], sized: list[bool], crop: bool) -> None:
+        super().__init__()
+        self.stages = nn.ModuleList(stages)
+        self.sized = sized  # per stage: a Resize that takes its size as an argument
+        self.crop = crop
+        self.emit = "labels"
+        self.band_bytes = DEFAULT_BAND_BYTES
+        self.min_rows = MIN_BAND_ROWS
+        self.transient_bytes = 0
+        self.parallel_bands = True
+
+    def forward(self, source: Tensor, *args: Any) -> Tensor:
+        args = list(args)
+        reference = args.pop() if self.crop else None
+        sizes = iter(zip(args[0::2], args[1::2]))
+        shapes = [(source.shape[1], source.shape[2], source.shape[3])]  # (C, H, W) entering each stage
+        for stage, sized in zip(self.stages, self.sized):
+            channels, height, width = shapes[-1]
+            if isinstance(stage, ConvAct):
+                shapes.append((stage.conv.out_channels, *_conv_size(stage.conv, height, width)))
+            elif isinstance(stage, Resize):
+                shapes.append((channels, *stage.output_size(height, width, next(sizes) if sized else None)))
+            else:
+                shapes.append(shapes[-1])
+        classes, height, width = shapes[-1]
+        if reference is not None:
+            height, width = min(height, reference.shape[2]), min(width, reference.shape[3])
+        if self.emit == "labels":
+            out = torch.empty((1, height, width), dtype=labels_dtype(classes), device=source.device)
+        else:
+            out = torch.empty((1, classes, height, width), dtype=source.dtype, device=source.device)
+        row_bytes = sum(c * w * source.element_size() * max(1.0, h / max(1, height)) for c, h, w in shapes)
+        rows = max(1, min(height, max(self.min_rows, int(self.band_bytes // max(1.0, row_bytes)))))
+
+        def run_band(top: int, bottom: int) -> int:
+            band, held = self._band(source, shapes, top, bottom)
+            band = band[..., :width]
+            if band.is_meta:
+                return held + (band[:, 0].numel() * 8 if self.emit == "labels" else 0)
+            if self.emit == "labels":
+                out[:, top:bottom] = band.argmax(1)
+            else:
+                out[:, :, top:bottom] = band
+            return held
+
+        self.transient_bytes = run_bands(run_band, row_bands(height, rows), source.device, self.parallel_bands)
+        return out
+
+    def _band(self, source: Tensor, shapes: list[tuple[int, int, int]], top: int, bottom: int) -> tuple[Tensor, int]:
+        """Rows [top, bottom) of the last stage's output, and the bytes of the band tensors made."""
+        count = len(self.stages)
+        out_rows: list[tuple[int, int]] = [(0, 0)] * count  # rows each stage computes (inside its output)
+        in_rows: list[tuple[int, int]] = [(0, 0)] * count  # rows each stage reads (may reach into padding)
+        a, b = top, bottom
+        for index in range(count - 1, -1, -1):
+            stage = self.stages[index]
+            a, b = max(a, 0), min(b, shapes[index + 1][1])
+            out_rows[index] = (a, b)
+            if isinstance(stage, ConvAct):
+                conv = stage.conv
+                span = conv.dilation[0] * (conv.kernel_size[0] - 1)
+                pad = int(conv.padding[0])  # type: ignore[index]
+                a, b = a * conv.stride[0] - pad, (b - 1) * conv.stride[0] - pad + span + 1
+            elif isinstance(stage, Resize):
+                first, second, _ = stage.source_coordinates(range(a, b), shapes[index][1], shapes[index + 1][1])
+                a, b = min(first), max(second) + 1
+            in_rows[index] = (a, b)
+        offset = max(in_rows[0][0], 0)
+        x = source[:, :, offset:min(in_rows[0][1], shapes[0][1])]
+        held = 0
+        for index, stage in enumerate(self.stages):
+            lo, hi = in_rows[index]
+            in_h = shapes[index][1]
+            if isinstance(stage, ConvAct):
+                pad_top, pad_bottom = max(0, -lo), max(0, hi - in_h)
+                if pad_top or pad_bottom:
+                    x = F.pad(x, (0, 0, pad_top, pad_bottom)) if not x.is_meta else \
+                        x.new_empty((x.shape[0], x.shape[1], x.shape[2] + pad_top + pad_bottom, x.shape[3]))
+                    held += x.untyped_storage().nbytes()
+                x = stage(x, padding=(0, stage.conv.padding[1]))  # type: ignore[index]
+            elif isinstance(stage, Resize):
+                out_h, out_w = shapes[index + 1][1], shapes[index + 1][2]
+                x = stage.rows(x, offset, range(*out_rows[index]), in_h, out_h, out_w)
+            else:
+                x = stage(x)
+            offset = out_rows[index][0]
+            held += x.untyped_storage().nbytes()
+        return x, held
+
+    def extra_repr(self) -> str:
+        return f"crop={self.crop}"
+
+
+def _conv_size(conv: nn.Conv2d, height: int, width: int) -> tuple[int, int]:
+    sizes = []
+    for extent, k, s, d, p in zip((height, width), conv.kernel_size, conv.stride, conv.dilation, conv.padding):
+        sizes.append((extent + 2 * int(p) - d * (k - 1) - 1) // s + 1)
+    return sizes[0], sizes[1]
+
+
+def _stage_of(graph_module: fx.GraphModule, node: fx.Node) -> tuple[nn.Module, list[Any]] | None:
+    """(stage module, size arguments) when `node` can be a chain stage, else None."""
+    module = module_of(graph_module, node)
+    if isinstance(module, ConvAct) and isinstance(module.conv.padding, tuple) and module.conv.groups >= 1:
+        return module, []
+    if isinstance(module, POINTWISE):
+        return module, []
+    if node.op != "call_function" or node.target is not F.interpolate or len(node.args) != 1:
+        return None
+    mode = node.kwargs.get("mode", "nearest")
+    align = bool(node.kwargs.get("align_corners") or False)
+    if mode not in ("nearest", "bilinear") or node.kwargs.get("antialias") or node.kwargs.get("recompute_scale_factor"):
+        return None
+    if set(node.kwargs) - {"mode", "align_corners", "size", "scale_factor", "antialias", "recompute_scale_factor"}:
+        return None
+    size, scale = node.kwargs.get("size"), node.kwargs.get("scale_factor")
+    if size is not None:
+        if not isinstance(size, (tuple, list)) or len(size) != 2:
+            return None
+        return Resize(mode, align, None), list(size)
+    if scale is None:
+        return None
+    scales = tuple(float(s) for s in scale) if isinstance(scale, (tuple, list)) else (float(scale),) * 2
+    return Resize(mode, align, (scales[0], scales[1])), []
+
+
+def banded_tail(graph_module: fx.GraphModule) -> int:
+    """Replace the longest chain of stages ending at the graph's output by one BandedChain; its length."""
+    graph = graph_module.graph
+    output = next(node for node in graph.nodes if node.op == "output")
+    tail = output.args[0]
+    if not isinstance(tail, fx.Node) or list(tail.users) != [output]:
+        return 0
+    reference = None
+    if tail.op == "call_function" and tail.target is crop_like:
+        reference, tail = tail.args[1], tail.args[0]
+        if not isinstance(tail, fx.Node) or len(tail.users) != 1:
+            return 0
+    chain: list[tuple[fx.Node, nn.Module, list[Any]]] = []
+    node: Any = tail
+    while isinstance(node, fx.Node):
+        stage = _stage_of(graph_module, node)
+        if stage is None or (chain and len(node.users) != 1):
+            break
+        chain.append((node, *stage))
+        node = node.args[0]
+    if not chain or not any(isinstance(m, (ConvAct, Resize)) for _, m, _ in chain):
+        return 0
+    chain.reverse()
+    source = chain[0][0].args[0]
+    sizes = [value for _, _, size in chain for value in size]
+    name = f"{chain[-1][0].name}_banded_tail"
+    module = BandedChain([m for _, m, _ in chain], [bool(size) for _, _, size in chain], crop=reference is not None)
+    graph_module.add_submodule(name, module)
+    with graph.inserting_before(output):
+        args = (source, *sizes, reference) if reference is not None else (source, *sizes)
+        banded = graph.call_module(name, args)
+    output.args = (banded,)
+    graph.eliminate_dead_code()
+    graph_module.delete_all_unused_submodules()
+    graph_module.recompile()
+    return len(chain)

@@ -1,0 +1,94 @@
+"""Pass: static facts about the captured graph's shapes, read by running it on meta tensors.
+
+`value_shapes` runs a meta copy of the graph (shapes only, no arithmetic) and records every node's
+output shape. `sizes_to_scales` uses two runs at different sizes to turn resizes to a size read from
+another tensor (`F.interpolate(x, size=(dim_size(skip, 2), dim_size(skip, 3)))`, how smp's U-Net and
+many exported graphs upsample) into the integer scale they always are, so the passes that build
+upsampled rows band by band (virtual concatenations, banded chains) recognise them.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import fx
+
+from ..model.padding import pad_to_multiple
+from .frontends.ir import dim_size
+
+
+class _ShapeRecorder(fx.Interpreter):
+    def __init__(self, module: fx.GraphModule) -> None:
+        super().__init__(module)
+        self.shapes: dict[str, tuple[int, ...]] = {}
+
+    def run_node(self, n: fx.Node) -> Any:
+        value = super().run_node(n)
+        if isinstance(value, torch.Tensor):
+            self.shapes[n.name] = tuple(int(d) for d in value.shape)
+        return value
+
+
+def value_shapes(graph_module: fx.GraphModule, input_shape: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
+    """node name -> output shape for one input shape (meta tensors: nothing computed, nothing allocated)."""
+    meta = copy.deepcopy(graph_module).to("meta")
+    recorder = _ShapeRecorder(meta)
+    with torch.inference_mode():
+        recorder.run(torch.empty(input_shape, device="meta"))
+    return recorder.shapes
+
+
+def size_multiple(graph_module: fx.GraphModule) -> int | None:
+    """The multiple the graph pads its input to (a pad_to_multiple node), else None."""
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target is pad_to_multiple and isinstance(node.args[1], int):
+            return int(node.args[1])
+    return None
+
+
+def input_channels(graph_module: fx.GraphModule) -> int:
+    """The channels the graph's first convolution takes (3 when none is found)."""
+    for module in graph_module.modules():
+        if isinstance(module, torch.nn.Conv2d):
+            return int(module.in_channels)
+    return 3
+
+
+def sizes_to_scales(graph_module: fx.GraphModule, in_channels: int) -> int:
+    """Resizes to a size read with dim_size that is the same integer multiple of their input at every
+    size become scale_factor resizes; returns how many changed. Needs a pad_to_multiple node."""
+    multiple = size_multiple(graph_module)
+    resizes = [n for n in graph_module.graph.nodes if n.op == "call_function" and n.target is F.interpolate
+               and isinstance(n.kwargs.get("size"), (tuple, list)) and len(n.args) == 1
+               and all(isinstance(s, fx.Node) and s.target is dim_size for s in n.kwargs["size"])]
+    if multiple is None or not resizes:
+        return 0
+    try:
+        runs = [value_shapes(graph_module, (1, in_channels, rows * multiple, cols * multiple))
+                for rows, cols in ((3, 5), (7, 4))]
+    except Exception:  # a graph meta tensors cannot run: leave it as it is
+        return 0
+    changed = 0
+    for node in resizes:
+        source = node.args[0]
+        assert isinstance(source, fx.Node)
+        ratios = set()
+        for shapes in runs:
+            if node.name not in shapes or source.name not in shapes:
+                break
+            (_, _, in_h, in_w), (_, _, out_h, out_w) = shapes[source.name], shapes[node.name]
+            ratios.add((out_h / in_h, out_w / in_w))
+        if len(ratios) != 1:
+            continue
+        scale_h, scale_w = ratios.pop()
+        if scale_h != scale_w or scale_h != int(scale_h) or scale_h < 1:
+            continue
+        kwargs = dict(node.kwargs)
+        kwargs["size"], kwargs["scale_factor"] = None, float(scale_h)
+        node.kwargs = kwargs
+        changed += 1
+    graph_module.graph.eliminate_dead_code()
+    graph_module.recompile()
+    return changed
