@@ -132,7 +132,7 @@ def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, write_o
                 JobEvent(
                     "image",
                     f"{path.name}: {result.width}x{result.height}, {result.device}, {result.seconds:.2f} s, "
-                    f"peak {_peak_text(result)}",
+                    f"peak {_peak_text(result)}" + (f", -> {result.outputs[0].name}" if stem != path.stem else ""),
                     index=index,
                     count=count,
                     path=str(path),

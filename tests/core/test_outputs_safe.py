@@ -73,6 +73,7 @@ def test_segment_same_named_inputs_get_distinct_outputs(tmp_path: Path, tiny_che
     assert _shape(out / f"a_png_{path_hash('d1/a.png')}_labels.png") == (32, 40)
     assert _shape(out / f"a_png_{path_hash('d2/a.png')}_labels.png") == (24, 56)
     assert len(list(out.glob("*_labels.png"))) == 2 and len(list(out.glob("*_overlay.png"))) == 2
+    assert f"-> a_png_{path_hash('d2/a.png')}_labels.png" in result.stdout  # says where a renamed output went
 
 
 def test_batch_name_clash_settles_and_stays_settled_over_reruns(tmp_path: Path, tiny_checkpoint: Path) -> None:
