@@ -52,11 +52,15 @@ class Resize(nn.Module):
         for y in rows:
             if self.mode == "nearest":
                 index = min(math.floor(y * ratio), in_h - 1)
-                first.append(index), second.append(index), weight.append(0.0)
+                first.append(index)
+                second.append(index)
+                weight.append(0.0)
                 continue
             source = y * ratio if self.align_corners else max((y + 0.5) * ratio - 0.5, 0.0)
             y0 = min(math.floor(source), in_h - 1)
-            first.append(y0), second.append(min(y0 + 1, in_h - 1)), weight.append(source - y0)
+            first.append(y0)
+            second.append(min(y0 + 1, in_h - 1))
+            weight.append(source - y0)
         return first, second, weight
 
     def rows(self, band: Tensor, offset: int, out_rows: range, in_h: int, out_h: int, out_w: int) -> Tensor:
@@ -100,9 +104,9 @@ class BandedChain(nn.Module):
         self.parallel_bands = True
 
     def forward(self, source: Tensor, *args: Any) -> Tensor:
-        args = list(args)
-        reference = args.pop() if self.crop else None
-        sizes = iter(zip(args[0::2], args[1::2]))
+        extra = list(args)
+        reference = extra.pop() if self.crop else None
+        sizes = iter(zip(extra[0::2], extra[1::2]))
         shapes = [(source.shape[1], source.shape[2], source.shape[3])]  # (C, H, W) entering each stage
         for stage, sized in zip(self.stages, self.sized):
             channels, height, width = shapes[-1]
@@ -184,7 +188,7 @@ class BandedChain(nn.Module):
 def _conv_size(conv: nn.Conv2d, height: int, width: int) -> tuple[int, int]:
     sizes = []
     for extent, k, s, d, p in zip((height, width), conv.kernel_size, conv.stride, conv.dilation, conv.padding):
-        sizes.append((extent + 2 * int(p) - d * (k - 1) - 1) // s + 1)
+        sizes.append((extent + 2 * int(p) - d * (k - 1) - 1) // s + 1)  # type: ignore[call-overload]
     return sizes[0], sizes[1]
 
 
@@ -197,13 +201,13 @@ def _stage_of(graph_module: fx.GraphModule, node: fx.Node) -> tuple[nn.Module, l
         return module, []
     if node.op != "call_function" or node.target is not F.interpolate or len(node.args) != 1:
         return None
-    mode = node.kwargs.get("mode", "nearest")
+    mode = str(node.kwargs.get("mode", "nearest"))
     align = bool(node.kwargs.get("align_corners") or False)
     if mode not in ("nearest", "bilinear") or node.kwargs.get("antialias") or node.kwargs.get("recompute_scale_factor"):
         return None
     if set(node.kwargs) - {"mode", "align_corners", "size", "scale_factor", "antialias", "recompute_scale_factor"}:
         return None
-    size, scale = node.kwargs.get("size"), node.kwargs.get("scale_factor")
+    size, scale = node.kwargs.get("size"), node.kwargs.get("scale_factor")  # type: Any, Any
     if size is not None:
         if not isinstance(size, (tuple, list)) or len(size) != 2:
             return None

@@ -27,8 +27,8 @@ from .virtual import fuse_concat_inputs
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 # Nodes the engine knows the memory behaviour of; anything else runs as a plain eager call.
-_KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, BandedChain, nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh,
-                  nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample,
+_KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, BandedChain, nn.BatchNorm2d, nn.ReLU, nn.ReLU6,
+                  nn.Hardtanh, nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample,
                   nn.Hardsigmoid, nn.Sigmoid, nn.GELU, nn.GroupNorm)
 _KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, torch.mul, torch.cat, F.interpolate,
                     F.max_pool2d, F.avg_pool2d, F.relu, F.relu6, F.hardswish, F.silu, torch.relu, crop_like,
