@@ -17,10 +17,20 @@ import torch
 
 from .engine.oom import FaultInjection
 from .engine.receptive_field import ReceptiveField, ReceptiveFieldError, compute_receptive_field
-from .engine.tile_plan import FAST_HALO_STRIDES, TilingPlan, choose_tiling, default_budget, eager_peak_estimator
+from .engine.tile_plan import (
+    DEFAULT_MAX_TILE_BYTES,
+    FAST_HALO_STRIDES,
+    MIN_TILE_STRIDES,
+    BudgetTooSmallError,
+    TilingPlan,
+    choose_tiling,
+    default_budget,
+    eager_peak_estimator,
+)
 from .engine.tiling import ArraySink, TileRunner, TilingOutcome, array_source, eager_runner, plan_runner, run_tiles
 from .events import EventSink, JobEvent, ignore_event
 from .io.images import ImageData, to_model_input
+from .memory import format_bytes
 from .model.checkpoint import ModelInfo
 
 
@@ -65,13 +75,16 @@ def receptive_field_of(model: torch.nn.Module) -> ReceptiveField | str:
     return _fields[model]
 
 
-def runner_for(segmenter: Segmenter, output: str = "logits") -> TileRunner:
-    """(1, C, h, w) -> logits (1, K, h, w) or labels (1, h, w): the engine's plan when compiled, else eager."""
+def runner_for(segmenter: Segmenter, output: str = "logits", cancel: threading.Event | None = None) -> TileRunner:
+    """(1, C, h, w) -> logits (1, K, h, w) or labels (1, h, w): the engine's plan when compiled, else eager.
+
+    With `cancel`, a tile in flight stops (JobCancelled) at the next engine step or eager module once it is set."""
     injection = getattr(segmenter, "fault_injection", None)
     plan = getattr(segmenter, "plan", None)
     if plan is not None:
-        return plan_runner(plan, output, injection)
-    return eager_runner(segmenter.model, segmenter.device, segmenter.options.precision == "bf16", injection)
+        return plan_runner(plan, output, injection, cancel=cancel)
+    return eager_runner(segmenter.model, segmenter.device, segmenter.options.precision == "bf16", injection,
+                        cancel=cancel)
 
 
 def cpu_runner_for(segmenter: Segmenter) -> Callable[[], TileRunner] | None:
@@ -107,7 +120,8 @@ def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "log
     `held_bytes`: what the job holds beside the tiles (the image and its output arrays); the budget covers both.
     """
     options = segmenter.options
-    budget = budget_bytes or options.memory_budget or default_budget(segmenter.device)
+    chosen = budget_bytes or options.memory_budget  # a budget someone gave is held, or refused
+    budget = chosen or default_budget(segmenter.device)
     field = receptive_field_of(segmenter.model)
     mode = mode or options.tiling
     if isinstance(field, str):  # no bounded receptive field: whole image, or fast tiles if asked
@@ -120,7 +134,28 @@ def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "log
     fast_halo = FAST_HALO_STRIDES * stride
     return choose_tiling(height, width, mode=mode, budget_bytes=budget, stride=stride, exact_halo_px=exact_halo,
                          fast_halo_px=fast_halo, held_bytes=held_bytes,
+                         max_tile_bytes=None if chosen else DEFAULT_MAX_TILE_BYTES, refuse_over_budget=bool(chosen),
                          tile_bytes=lambda h, w: estimate_tile_bytes(segmenter, h, w, output))
+
+
+def check_budget(segmenter: Segmenter, output: str = "labels") -> None:
+    """BudgetTooSmallError when the given --memory-budget cannot hold the smallest tile of any image
+    (MIN_TILE_STRIDES strides square plus the halo); checked once, before any image is read."""
+    budget = segmenter.options.memory_budget
+    if budget is None or segmenter.options.tiling == "off":
+        return
+    field = receptive_field_of(segmenter.model)
+    stride = int(getattr(segmenter.model, "total_stride", 32)) if isinstance(field, str) else field.total_stride
+    halo = 0 if isinstance(field, str) else field.aligned_halo_px
+    if segmenter.options.tiling == "fast":
+        halo = min(halo, FAST_HALO_STRIDES * stride)
+    side = MIN_TILE_STRIDES * stride + 2 * halo
+    smallest = estimate_tile_bytes(segmenter, side, side, output)
+    if budget < smallest:
+        raise BudgetTooSmallError(
+            f"--memory-budget {format_bytes(budget)} is below what the smallest tile needs: {format_bytes(smallest)} "
+            f"for {MIN_TILE_STRIDES * stride}x{MIN_TILE_STRIDES * stride} px + halo {halo} px, before the image "
+            f"itself; give at least {format_bytes(smallest)} plus the image's size")
 
 
 def plan_event(plan: TilingPlan) -> JobEvent:
@@ -160,10 +195,21 @@ def segment_in_tiles(
     source = array_source(image.pixels, lambda pixels: to_model_input(
         ImageData(pixels), info.config.in_channels, info.mean, info.std))
     outcome: TilingOutcome = run_tiles(
-        plan, source, ArraySink(labels, probs), runner_for(segmenter, output), device=segmenter.device,
+        plan, source, ArraySink(labels, probs), runner_for(segmenter, output, cancel), device=segmenter.device,
         cancel=cancel, on_event=on_event, cpu_runner=cpu_runner_for(segmenter))
     return TiledResult(labels, probs, outcome.device, [plan.describe()] + outcome.notes)
 
 
-__all__ = ["FaultInjection", "cpu_runner_for", "estimate_tile_bytes", "plan_event", "plan_tiles",
-           "receptive_field_of", "runner_for", "segment_in_tiles", "TiledResult"]
+__all__ = [
+    "BudgetTooSmallError",
+    "FaultInjection",
+    "check_budget",
+    "cpu_runner_for",
+    "estimate_tile_bytes",
+    "plan_event",
+    "plan_tiles",
+    "receptive_field_of",
+    "runner_for",
+    "segment_in_tiles",
+    "TiledResult",
+]

@@ -19,6 +19,7 @@ from ..memory import MemoryMonitor, parse_bytes
 from ..model.checkpoint import CheckpointError, LoadedModel
 from ..model.sources import load_model as open_model_file
 from ..predict import ENGINES, PRECISIONS, TILING_MODES, InferenceOptions, Segmenter
+from ..segment_tiled import check_budget
 
 
 class CommandError(Exception):
@@ -94,9 +95,11 @@ def build_segmenter(args: argparse.Namespace, want_probs: bool = False) -> Segme
     set_max_pixels(getattr(args, "max_pixels", DEFAULT_MAX_PIXELS))
     loaded = load_model(args.model)
     try:
-        return Segmenter(loaded, inference_options(args, want_probs))
+        segmenter = Segmenter(loaded, inference_options(args, want_probs))
+        check_budget(segmenter, "logits" if want_probs else "labels")  # a budget below the smallest tile
     except ValueError as err:
         raise CommandError(str(err)) from err
+    return segmenter
 
 
 def describe_segmenter(segmenter: Segmenter) -> str:

@@ -13,6 +13,7 @@ from .common import (
     add_inference_options,
     add_memory_log_option,
     build_segmenter,
+    cancel_on_sigint,
     describe_segmenter,
     memory_logging,
     report_error,
@@ -43,15 +44,15 @@ def run(args: argparse.Namespace) -> int:
         if event.kind == "image" and event.path is not None:
             print(f"{event.path}  {event.message.split(': ', 1)[1]}  [{event.index + 1}/{event.count}]"
                   if event.index is not None else event.message)
-        elif event.kind in ("plan", "warning", "info"):
-            print(f"  {event.message}")
+        elif event.kind in ("plan", "warning", "info", "tile"):  # tile: "tile i/n" of a tiled image
+            print(f"  {event.message}", flush=True)
         elif event.kind == "error":
             print(f"skipped: {event.message}", file=sys.stderr)
 
     try:
-        with memory_logging(args.memory_log, segmenter.device, show) as on_event:
+        with cancel_on_sigint() as cancel, memory_logging(args.memory_log, segmenter.device, show) as on_event:
             summary = segment_files(list(args.images), args.out, segmenter, write_overlay=not args.no_overlay,
-                                    overwrite=args.overwrite, on_event=on_event)
+                                    overwrite=args.overwrite, cancel=cancel, on_event=on_event)
     except (CommandError, ManifestError) as err:  # ManifestError: FolderBusyError, another run writes --out
         return report_error(err)
     except OSError as err:
@@ -61,4 +62,7 @@ def run(args: argparse.Namespace) -> int:
     peak = max((r.peak_bytes for r in ok), default=0)
     print(f"{len(ok)} of {len(args.images)} image(s) segmented in {total:.2f} s, peak {format_bytes(peak)}, "
           f"outputs in {args.out}" + (f"; {len(summary.failed)} failed" if summary.failed else ""))
+    if summary.cancelled:
+        print("stopped by Ctrl-C; the image in flight was not written", file=sys.stderr)
+        return 130
     return 0 if summary.all_ok else 1

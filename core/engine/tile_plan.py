@@ -26,6 +26,14 @@ FAST_HALO_STRIDES = 6  # fast halo: 192 px for stride 32; 99.93% label agreement
 MIN_TILE_STRIDES = 2  # the smallest tile core, in total strides, before giving up on the device
 BUDGET_FRACTION_CPU = 0.5  # default budget: this share of the memory available now
 BUDGET_FRACTION_CUDA = 0.8  # ... or of the free CUDA memory
+# Under the default budget, no tile's estimated peak goes above this: larger tiles run no faster per pixel
+# (a 2048-px strip already beats a whole 1024 image), but each takes minutes with no progress line and no
+# chance to stop, and half of RAM is a budget no one chose. An explicit --memory-budget is used as given.
+DEFAULT_MAX_TILE_BYTES = 1_000_000_000
+
+
+class BudgetTooSmallError(ValueError):
+    """A memory budget that cannot hold even the smallest tile beside the image; the message says the least."""
 
 
 @dataclass(frozen=True)
@@ -102,15 +110,18 @@ def grow_box(core: Box, halo_px: int, height: int, width: int) -> Box:
 
 
 def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile_bytes: TileBytes,
-                  stride: int, exact_halo_px: int, fast_halo_px: int | None = None, held_bytes: int = 0) -> TilingPlan:
+                  stride: int, exact_halo_px: int, fast_halo_px: int | None = None, held_bytes: int = 0,
+                  max_tile_bytes: int | None = None, refuse_over_budget: bool = False) -> TilingPlan:
     """Pick whole-image or tiled inference, and the tile grid that reads the fewest pixels within the budget.
 
     mode: 'auto' (whole if it fits, else exact tiles), 'off' (whole), 'exact' or 'fast' (tiles that
     fit; one tile when the whole image fits). The budget covers the whole job: a tile gets what
     `held_bytes` (the image and its outputs, held throughout) leaves. Every grid of r rows and c
     columns of tiles is a candidate; its cost is the pixels its tiles read, halos included, and of the
-    grids whose largest tile fits, the cheapest wins (ties: fewer tiles). When none fits, the
-    smallest tile is used and the plan says it is over budget.
+    grids whose largest tile fits, the cheapest wins (ties: fewer tiles). `max_tile_bytes` caps a tile's
+    share further (the default budget's DEFAULT_MAX_TILE_BYTES). When none fits, BudgetTooSmallError
+    with `refuse_over_budget` (a budget the user gave), else the smallest tile, and the plan says it is
+    over budget.
     """
     if mode not in ("auto", "off", "exact", "fast"):
         raise ValueError(f"unknown tiling mode {mode!r}; valid: auto, exact, fast, off")
@@ -118,6 +129,8 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
     whole_shape = _padded(height, stride), _padded(width, stride)
     whole_bytes = tile_bytes(*whole_shape)
     tile_budget = budget_bytes - held_bytes
+    if max_tile_bytes is not None:
+        tile_budget = min(tile_budget, max_tile_bytes)
     if mode == "off" or (mode == "auto" and whole_bytes <= tile_budget):
         return TilingPlan("whole", height, width, whole_shape, 0, stride, exact_halo_px, whole_bytes, budget_bytes,
                           held_bytes)
@@ -143,6 +156,13 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
                      fewest_cols, row_count)
         best = candidate if best is None else min(best, candidate)
     row_count, col_count = (best[3], best[2]) if best is not None else (rows.most, cols.most)
+    if best is None and refuse_over_budget:
+        smallest = need(row_count, col_count)
+        raise BudgetTooSmallError(
+            f"the memory budget {format_bytes(budget_bytes)} cannot hold a {width}x{height} image: its pixels and "
+            f"outputs take {format_bytes(held_bytes)} and the smallest tile ({rows.core(row_count)}x"
+            f"{cols.core(col_count)} px + halo {halo} px) {format_bytes(smallest)}; give --memory-budget at least "
+            f"{format_bytes(held_bytes + smallest)}")
     return TilingPlan(tiled_mode, height, width, (rows.core(row_count), cols.core(col_count)), halo, stride,
                       exact_halo_px, need(row_count, col_count), budget_bytes, held_bytes)
 

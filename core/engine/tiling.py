@@ -159,27 +159,40 @@ class ArraySink:
 
 
 def eager_runner(model: torch.nn.Module, device: torch.device, bf16: bool = False,
-                 injection: FaultInjection | None = None) -> TileRunner:
-    """Plain PyTorch per tile: (1, C, h, w) -> logits (1, K, h, w) float32 on the device."""
+                 injection: FaultInjection | None = None, cancel: threading.Event | None = None) -> TileRunner:
+    """Plain PyTorch per tile: (1, C, h, w) -> logits (1, K, h, w) float32 on the device.
+
+    With `cancel`, the tile stops (JobCancelled) after the first leaf module that finds it set."""
 
     def run(x: Tensor) -> Tensor:
         unhook = None
         if injection is not None:
             injection.begin_attempt()
             unhook = injection.hook_eager(model)
+        handles = [m.register_forward_hook(lambda *_: _raise_if_set(cancel))
+                   for m in model.modules() if not list(m.children())] if cancel is not None else []
         try:
             with torch.inference_mode(), torch.autocast(device.type, torch.bfloat16, enabled=bf16):
                 return model(x.to(device)).float()
         finally:
             if unhook is not None:
                 unhook()
+            for handle in handles:
+                handle.remove()
 
     return run
 
 
-def plan_runner(plan: object, output: str = "labels", injection: FaultInjection | None = None) -> TileRunner:
-    """The engine's Plan.run per tile; the injection hook rides on its per-step callback."""
-    on_step = injection.on_step if injection is not None else None
+def plan_runner(plan: object, output: str = "labels", injection: FaultInjection | None = None,
+                cancel: threading.Event | None = None) -> TileRunner:
+    """The engine's Plan.run per tile; the injection hook and the `cancel` check ride on its per-step callback
+    (a set `cancel` stops the tile with JobCancelled after the step in flight)."""
+
+    def on_step(name: str = "", live_bytes: int = 0) -> None:
+        if injection is not None:
+            injection.on_step(name, live_bytes)
+        if cancel is not None:
+            _raise_if_set(cancel)
 
     def run(x: Tensor) -> Tensor:
         if injection is not None:
@@ -188,3 +201,8 @@ def plan_runner(plan: object, output: str = "labels", injection: FaultInjection 
         return result
 
     return run
+
+
+def _raise_if_set(cancel: threading.Event) -> None:
+    if cancel.is_set():
+        raise JobCancelled()

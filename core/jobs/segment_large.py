@@ -69,7 +69,7 @@ def segment_large_tiff(
     labels_tiff = create_label_tiff(partial, source_tiff.height, source_tiff.width)
     try:
         outcome = run_tiles(plan, _mapped_source(source_tiff, segmenter), _mapped_sink(labels_tiff),
-                            runner_for(segmenter, "labels"), device=segmenter.device, cancel=cancel,
+                            runner_for(segmenter, "labels", cancel), device=segmenter.device, cancel=cancel,
                             on_event=on_event, cpu_runner=cpu_runner_for(segmenter))
         os.replace(partial, out_path)
     finally:
