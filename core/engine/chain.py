@@ -19,11 +19,13 @@ from torch import Tensor, fx, nn
 
 from ..model.padding import crop_like
 from .band_pool import row_bands, run_bands
+from .bands import BandedInvertedResidual
 from .capture import module_of
 from .fuse import ConvAct
 from .head import labels_dtype
+from .virtual import virtual_rows, virtual_size
 
-DEFAULT_BAND_BYTES = 8 * 2**20  # the band's stage tensors together
+DEFAULT_BAND_BYTES = 4 * 2**20  # the band's stage tensors together
 MIN_BAND_ROWS = 16  # each band recomputes its conv halos: fewer rows, more repeated work
 POINTWISE = (nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid, nn.SiLU, nn.GELU,
              nn.Sigmoid, nn.Tanh, nn.LeakyReLU, nn.Identity)
@@ -92,9 +94,10 @@ class BandedChain(nn.Module):
     executor before each run: 'labels' or 'logits'.
     """
 
-    def __init__(self, stages: list[nn.Module], sized: list[bool], crop: bool) -> None:
+    def __init__(self, stages: list[nn.Module], sized: list[bool], crop: bool, sources: int = 1) -> None:
         super().__init__()
         self.stages = nn.ModuleList(stages)
+        self.sources = sources  # >1: the first stage is a conv over a virtual concatenation of these inputs
         self.sized = sized  # per stage: a Resize that takes its size as an argument
         self.crop = crop
         self.emit = "labels"
@@ -103,14 +106,22 @@ class BandedChain(nn.Module):
         self.transient_bytes = 0
         self.parallel_bands = True
 
-    def forward(self, source: Tensor, *args: Any) -> Tensor:
-        extra = list(args)
+    def forward(self, *args: Any) -> Tensor:
+        tensors: tuple[Tensor, ...] = tuple(args[:self.sources])
+        source = tensors[0]
+        extra = list(args[self.sources:])
         reference = extra.pop() if self.crop else None
         sizes = iter(zip(extra[0::2], extra[1::2]))
-        shapes = [(source.shape[1], source.shape[2], source.shape[3])]  # (C, H, W) entering each stage
+        first = self.stages[0]
+        if isinstance(first, BandedInvertedResidual):
+            shapes = [virtual_size(tensors, first.parts)]  # (C, H, W) entering each stage
+        else:
+            shapes = [(source.shape[1], source.shape[2], source.shape[3])]
         for stage, sized in zip(self.stages, self.sized):
             channels, height, width = shapes[-1]
-            if isinstance(stage, ConvAct):
+            if isinstance(stage, BandedInvertedResidual):
+                shapes.append((stage.depthwise.conv.out_channels, *_conv_size(stage.depthwise.conv, height, width)))
+            elif isinstance(stage, ConvAct):
                 shapes.append((stage.conv.out_channels, *_conv_size(stage.conv, height, width)))
             elif isinstance(stage, Resize):
                 shapes.append((channels, *stage.output_size(height, width, next(sizes) if sized else None)))
@@ -127,7 +138,7 @@ class BandedChain(nn.Module):
         rows = max(1, min(height, max(self.min_rows, int(self.band_bytes // max(1.0, row_bytes)))))
 
         def run_band(top: int, bottom: int) -> int:
-            band, held = self._band(source, shapes, top, bottom)
+            band, held = self._band(tensors, shapes, top, bottom)
             band = band[..., :width]
             if band.is_meta:
                 return held + (band[:, 0].numel() * 8 if self.emit == "labels" else 0)
@@ -140,7 +151,8 @@ class BandedChain(nn.Module):
         self.transient_bytes = run_bands(run_band, row_bands(height, rows), source.device, self.parallel_bands)
         return out
 
-    def _band(self, source: Tensor, shapes: list[tuple[int, int, int]], top: int, bottom: int) -> tuple[Tensor, int]:
+    def _band(self, tensors: tuple[Tensor, ...], shapes: list[tuple[int, int, int]], top: int,
+              bottom: int) -> tuple[Tensor, int]:
         """Rows [top, bottom) of the last stage's output, and the bytes of the band tensors made."""
         count = len(self.stages)
         out_rows: list[tuple[int, int]] = [(0, 0)] * count  # rows each stage computes (inside its output)
@@ -150,8 +162,8 @@ class BandedChain(nn.Module):
             stage = self.stages[index]
             a, b = max(a, 0), min(b, shapes[index + 1][1])
             out_rows[index] = (a, b)
-            if isinstance(stage, ConvAct):
-                conv = stage.conv
+            if isinstance(stage, (ConvAct, BandedInvertedResidual)):
+                conv = stage.conv if isinstance(stage, ConvAct) else stage.depthwise.conv
                 span = conv.dilation[0] * (conv.kernel_size[0] - 1)
                 pad = int(conv.padding[0])  # type: ignore[index]
                 a, b = a * conv.stride[0] - pad, (b - 1) * conv.stride[0] - pad + span + 1
@@ -160,29 +172,38 @@ class BandedChain(nn.Module):
                 a, b = min(first), max(second) + 1
             in_rows[index] = (a, b)
         offset = max(in_rows[0][0], 0)
-        x = source[:, :, offset:min(in_rows[0][1], shapes[0][1])]
-        held = 0
+        first = self.stages[0]
+        if isinstance(first, BandedInvertedResidual):  # rows of the concatenation, built for this band
+            x, peak = virtual_rows(tensors, first.parts, offset, min(in_rows[0][1], shapes[0][1]))
+            current = 0 if len(tensors) == 1 and first.parts[0].scale is None else _nbytes(x)
+        else:
+            x, peak, current = tensors[0][:, :, offset:min(in_rows[0][1], shapes[0][1])], 0, 0  # a view
         for index, stage in enumerate(self.stages):
             lo, hi = in_rows[index]
             in_h = shapes[index][1]
-            if isinstance(stage, ConvAct):
+            if isinstance(stage, (ConvAct, BandedInvertedResidual)):
+                conv_act = stage if isinstance(stage, ConvAct) else stage.depthwise
                 pad_top, pad_bottom = max(0, -lo), max(0, hi - in_h)
                 if pad_top or pad_bottom:
                     x = F.pad(x, (0, 0, pad_top, pad_bottom)) if not x.is_meta else \
                         x.new_empty((x.shape[0], x.shape[1], x.shape[2] + pad_top + pad_bottom, x.shape[3]))
-                    held += x.untyped_storage().nbytes()
-                x = stage(x, padding=(0, stage.conv.padding[1]))  # type: ignore[index]
+                    peak, current = max(peak, current + _nbytes(x)), _nbytes(x)
+                x = conv_act(x, padding=(0, conv_act.conv.padding[1]))  # type: ignore[index]
             elif isinstance(stage, Resize):
                 out_h, out_w = shapes[index + 1][1], shapes[index + 1][2]
                 x = stage.rows(x, offset, range(*out_rows[index]), in_h, out_h, out_w)
             else:
                 x = stage(x)
             offset = out_rows[index][0]
-            held += x.untyped_storage().nbytes()
-        return x, held
+            peak, current = max(peak, current + _nbytes(x)), _nbytes(x)  # a stage's input and output together
+        return x, peak
 
     def extra_repr(self) -> str:
         return f"crop={self.crop}"
+
+
+def _nbytes(tensor: Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
 
 
 def _conv_size(conv: nn.Conv2d, height: int, width: int) -> tuple[int, int]:
@@ -197,6 +218,9 @@ def _stage_of(graph_module: fx.GraphModule, node: fx.Node) -> tuple[nn.Module, l
     module = module_of(graph_module, node)
     if isinstance(module, ConvAct) and isinstance(module.conv.padding, tuple) and module.conv.groups >= 1:
         return module, []
+    if isinstance(module, BandedInvertedResidual) and module.expand is None and module.project is None \
+            and not module.residual:
+        return module, []  # a conv over a (virtual) concatenation: it starts the chain
     if isinstance(module, POINTWISE):
         return module, []
     if node.op != "call_function" or node.target is not F.interpolate or len(node.args) != 1:
@@ -237,17 +261,20 @@ def banded_tail(graph_module: fx.GraphModule) -> int:
         if stage is None or (chain and len(node.users) != 1):
             break
         chain.append((node, *stage))
+        if isinstance(stage[0], BandedInvertedResidual):
+            break
         node = node.args[0]
     if not chain or not any(isinstance(m, (ConvAct, Resize)) for _, m, _ in chain):
         return 0
     chain.reverse()
-    source = chain[0][0].args[0]
+    sources = list(chain[0][0].args) if isinstance(chain[0][1], BandedInvertedResidual) else [chain[0][0].args[0]]
     sizes = [value for _, _, size in chain for value in size]
     name = f"{chain[-1][0].name}_banded_tail"
-    module = BandedChain([m for _, m, _ in chain], [bool(size) for _, _, size in chain], crop=reference is not None)
+    module = BandedChain([m for _, m, _ in chain], [bool(size) for _, _, size in chain], crop=reference is not None,
+                         sources=len(sources))
     graph_module.add_submodule(name, module)
     with graph.inserting_before(output):
-        args = (source, *sizes, reference) if reference is not None else (source, *sizes)
+        args = (*sources, *sizes, reference) if reference is not None else (*sources, *sizes)
         banded = graph.call_module(name, args)
     output.args = (banded,)
     graph.eliminate_dead_code()
