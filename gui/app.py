@@ -4,18 +4,30 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 SCREENSHOT_TIMEOUT_S = 600.0  # give up on --screenshot if the job has not ended by then
 
 
+def leanseg_version() -> str:
+    """The installed distribution's version ('unknown' when run from a source tree that is not installed)."""
+    try:
+        return version("leanseg")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="leanseg-gui", description="leanseg desktop app.")
+    parser.add_argument("--version", action="version", version=f"leanseg-gui {leanseg_version()}")
     parser.add_argument("path", nargs="?", type=Path, metavar="IMAGE|FOLDER|VIDEO", help="open this at start")
     parser.add_argument("--model", type=Path, help="model file (.safetensors); default: the last one used, "
                                                    "else the shipped CamVid model")
     parser.add_argument("--screenshot", type=Path, metavar="PNG",
-                        help="segment PATH, save a screenshot of the whole window to PNG and exit")
+                        help="segment PATH, save a screenshot to PNG and exit: of the window once an image is "
+                             "segmented, of the batch dialog once a folder's first results are listed, of the video "
+                             "panel once a video's first segmented frame is shown")
     parser.add_argument("--size", default="1440x900", metavar="WxH", help="window size for --screenshot")
     parser.add_argument("--settings", type=Path, metavar="INI",
                         help="keep settings in this INI file instead of the user's settings")
@@ -27,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.screenshot is not None:
         if args.path is None:
-            print("leanseg-gui: error: --screenshot needs an IMAGE to segment", file=sys.stderr)
+            print("leanseg-gui: error: --screenshot needs an IMAGE, FOLDER or VIDEO to segment", file=sys.stderr)
             return 2
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # no screen needed to take the picture
     if args.path is not None and not args.path.exists():
@@ -36,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
+    from .main_window.file_actions import path_kind
     from .main_window.screenshot import ScreenshotTaker
     from .main_window.settings import AppSettings
     from .main_window.window import MainWindow
@@ -55,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     window.show()
     if args.path is not None:
         window.open_path(args.path)
+        if taker is not None:
+            taker.follow(path_kind(args.path))
     code = app.exec()
     return taker.exit_code if taker is not None else int(code)
 

@@ -5,6 +5,7 @@ was cancelled or replaced are ignored by job id.
 """
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,7 @@ from .banner import ModelBanner
 from .companions import CompanionsMixin
 from .file_actions import FileActionsMixin
 from .menus import build_menus
+from .notes import image_notes, job_peak_text
 from .settings import AppSettings
 
 
@@ -58,6 +60,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         self.error_box: QMessageBox | None = None
         self.last_error = ""
         self._given_labels: tuple[int, np.ndarray] | None = None  # job id, labels to show instead of segmenting
+        self._image_notes: list[str] = []  # what the status bar says about the shown image once its job ends
         self.viewer = SegmentationViewer()
         self.controls = InferenceControls()
         self.overlay_panel = OverlayPanel()
@@ -157,14 +160,14 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         job_id = self.controller.submit(path=Path(path), segment=segment)
         self._given_labels = (job_id, labels) if labels is not None else None
         self.controls.set_busy(segment)
-        self.statusBar().showMessage(f"Opening {Path(path).name}…", 3000)
+        self.statusBar().showMessage(f"Opening {Path(path).name}…")  # until the job says how it ended
 
     def open_model(self, path: Path) -> None:
         """Load a model file on the worker (validated there; a bad file leaves the current model in place)."""
         self.settings.remember_dir("model", path)
         self.model_requested = Path(path)
         self.controller.configure(Path(path), self.controls.options())
-        self.statusBar().showMessage(f"Loading model {Path(path).name}…", 3000)
+        self.statusBar().showMessage(f"Loading model {Path(path).name}…")  # until it is ready or refused
 
     def open_folder(self, path: Path) -> None:
         """Segment a folder in the batch dialog."""
@@ -185,6 +188,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
             return
         self.controller.submit(image=self.image)
         self.controls.set_busy(True)
+        self.statusBar().showMessage(f"Segmenting {self._image_name()}…")
 
     def cancel_job(self) -> None:
         self.controller.cancel()
@@ -213,6 +217,8 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         if changed:
             self.overlay_panel.legend.set_classes(status.info.class_names, status.info.class_colours)
         self.status_labels["model"].setText(f"{name} · {status.info.config.num_classes} classes")
+        if self.statusBar().currentMessage().startswith("Loading model"):
+            self.statusBar().showMessage(f"Model {name} ready on {status.device}", 5000)
         self._use_device(status.device)
         self._refresh_actions()
         freeze_long_lived_objects()  # the model's objects live as long as it is loaded
@@ -226,13 +232,14 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         self.overlay_panel.legend.set_labels(None)
         name = image.path.name if image.path else "image"
         self.setWindowTitle(f"{name} — leanseg")
-        depth = f"{image.bit_depth}-bit" + (f", {image.note}" if image.note else "")
+        self._image_notes = image_notes(image)
+        depth = f"{image.bit_depth}-bit" + "".join(f", {note}" for note in [image.note, *self._image_notes] if note)
         self.status_labels["size"].setText(f"{image.width} × {image.height} · {depth}")
         if image.path is not None:
             self.settings.add_recent_file(image.path)
         self._refresh_actions()
         if self.model_requested is None:
-            self.statusBar().showMessage(f"Opened {name}; open a model to segment it", 10000)
+            self.statusBar().showMessage(self._with_notes(f"Opened {name}; open a model to segment it"))
         self.image_shown.emit(image)
         given = self._given_labels
         if given is not None and given[0] == job_id and self.model_status is not None:
@@ -242,7 +249,24 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
             self._on_job_finished(job_id, Segmentation(given[1], 0.0, 0, self.model_status.device))
 
     def _on_model_failed(self, message: str) -> None:
-        self.show_error("Model", message)
+        if self.model_status is not None:  # a model is loaded and stays: say why the new one was refused
+            self.model_requested = self.model_status.path
+            self.show_error("Model", message)
+            return
+        failed = self.model_requested
+        self.model_requested = None  # nothing to segment with until a model opens
+        self.controls.set_model_name("no model")
+        self._refresh_actions()
+        fallback = default_model_path()
+        use_default = failed is not None and failed != fallback and fallback.is_file()
+        then = (f"Using the shipped model {fallback.name} instead." if use_default
+                else "Open a model file to segment images.")
+        self.banner.show_message(f"<b>The model could not be opened.</b> {html.escape(message)}<br>{then}")
+        self.statusBar().showMessage(message)
+        self.last_error = message
+        self.error_shown.emit(message)
+        if use_default:
+            self.open_model(fallback)
 
     def _on_job_event(self, job_id: int, event: JobEvent) -> None:
         if self.monitor is not None:
@@ -258,13 +282,16 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         self.viewer.set_labels(result.labels, info.class_colours, info.class_names)
         self.overlay_panel.legend.set_labels(result.labels)
         self.controls.set_busy(False)
-        peak = f"job peak {'RSS ' if result.device == 'cpu' else ''}{format_bytes(result.peak_bytes)}"
-        if result.start_bytes:  # how far it rose during this job: the part the image and its tiles took
-            peak += f" (+{format_bytes(result.peak_bytes - result.start_bytes)})"
+        peak, peak_tip = job_peak_text(result)
         summary = f"{result.seconds:.2f} s · {peak} · {result.device}"
         self.controls.last_result.setText("Last run: " + summary + "".join(f"\n{n}" for n in result.notes))
+        self.controls.last_result.setToolTip(peak_tip)
         self.status_labels["time"].setText(f"{result.seconds:.2f} s")
         self.status_labels["peak"].setText(peak)
+        self.status_labels["peak"].setToolTip(peak_tip)
+        given = self._given_labels is not None and self._given_labels[0] == job_id
+        done = "shown with its saved labels" if given else f"segmented in {result.seconds:.2f} s"
+        self.statusBar().showMessage(self._with_notes(f"{self._image_name()}: {done}"))
         self._refresh_actions()
         self.segmented.emit(result)
         self.job_ended.emit("finished")
@@ -281,7 +308,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         if current is None or current.job_id != job_id:
             return
         self.controls.set_busy(False)
-        self.statusBar().showMessage("Cancelled", 5000)
+        self.statusBar().showMessage(f"{self._image_name()}: cancelled")
         self.job_ended.emit("cancelled")
 
     def _on_options_changed(self, options: InferenceOptions) -> None:
@@ -293,6 +320,12 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
             self.segment_current()  # show the effect of the new engine, device or budget at once
 
     # -- helpers --------------------------------------------------------------------------------------------
+    def _image_name(self) -> str:
+        return self.image.path.name if self.image is not None and self.image.path is not None else "image"
+
+    def _with_notes(self, message: str) -> str:
+        return " · ".join([message, *self._image_notes])
+
     def _use_device(self, device: str) -> None:
         """Point the memory panel at `device` (a new monitor when the device changes)."""
         self.status_labels["device"].setText(device)

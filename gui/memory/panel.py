@@ -1,5 +1,7 @@
 """The live memory panel: allocated, reserved and engine-live MB against time, job marks, peak, Empty cache.
 
+Allocated and reserved share the left axis; the engine's live tensors, often a hundredth of that, have their own
+axis on the right. Mark labels are written across, in rows, so marks close in time do not cover each other.
 Curves are created once; a GUI-thread QTimer reads the monitor's ring buffer (`snapshot()`) and `setData`s
 them, as in pyqtgraph's scrollingPlots example. The monitor samples on its own thread; this widget only reads.
 """
@@ -10,6 +12,7 @@ from typing import Protocol
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from leanseg.core.memory import format_bytes
@@ -18,12 +21,19 @@ from ..style import VIEW_BACKGROUND
 
 MB = 1e6
 WINDOW_S = 30.0  # seconds the time axis spans; it jumps ahead in steps so the axes are not redrawn every tick
-CURVES = (  # snapshot key, legend name, colour
+CURVES = (  # snapshot key, legend name, colour; engine_live is drawn against the right axis
     ("reserved", "reserved", "#5b8def"),
     ("allocated", "allocated", "#f2a541"),
-    ("engine_live", "engine live tensors", "#4fc38a"),
+    ("engine_live", "engine live tensors (right axis)", "#4fc38a"),
 )
 MAJOR_MARKS = ("start", "done", "cancel", "error", "empty", "reset")
+MARK_ROWS = (0.93, 0.78, 0.63, 0.48)  # heights of the mark label rows, as a fraction of the plot's height
+MARK_GAP_PX = 6  # space kept between two labels in one row
+PEAK_TIP = (
+    "Peak allocated: the most bytes in use by the memory allocator since the panel started or Reset peak "
+    "(CPU: the C heap in use, from glibc; GPU: torch.cuda.max_memory_allocated). It leaves out code, libraries "
+    "and memory the allocator keeps for later, so it is below the process RSS a job's peak reports."
+)
 
 
 class MemoryMonitorLike(Protocol):
@@ -32,6 +42,17 @@ class MemoryMonitorLike(Protocol):
     def snapshot(self) -> dict[str, np.ndarray]: ...
     def marks(self) -> list[tuple[float, str]]: ...
     def mark(self, label: str) -> None: ...
+    def _label_row(self, time: float, label: str) -> int:
+        """The first row whose last label ends before `time` (else the one that ends soonest); books the span."""
+        seconds_per_px = self.plot.getViewBox().viewPixelSize()[0]
+        if not np.isfinite(seconds_per_px) or seconds_per_px <= 0:
+            seconds_per_px = WINDOW_S / 800
+        width_px = QFontMetrics(self.font()).horizontalAdvance(label) + 2 * MARK_GAP_PX
+        free = [row for row, end in enumerate(self._row_ends) if end <= time]
+        row = free[0] if free else int(np.argmin(self._row_ends))
+        self._row_ends[row] = time + width_px * seconds_per_px
+        return row
+
     def reset_peak(self) -> None: ...
     def empty_cache(self) -> int: ...
 
@@ -53,12 +74,18 @@ class MemoryPanel(QWidget):
             self.plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.disableAutoRange()
-        self.plot.addLegend(offset=(-10, 5), labelTextColor="#c8ccd4", brush=pg.mkBrush(23, 24, 27, 200))
+        legend = self.plot.addLegend(offset=(-10, 5), labelTextColor="#c8ccd4", brush=pg.mkBrush(23, 24, 27, 200))
+        self.live_view = self._right_axis_view()
         self.curves: dict[str, pg.PlotDataItem] = {}
         for key, name, colour in CURVES:
-            curve = self.plot.plot(name=name, pen=pg.mkPen(colour, width=2))
+            curve = pg.PlotDataItem(name=name, pen=pg.mkPen(colour, width=2))
             curve.setDownsampling(auto=True, method="peak")
             curve.setClipToView(True)
+            if key == "engine_live":
+                self.live_view.addItem(curve)
+                legend.addItem(curve, name)
+            else:
+                self.plot.addItem(curve)
             self.curves[key] = curve
         peak_pen = pg.mkPen("#e5534b", width=1, style=Qt.PenStyle.DashLine)
         self.peak_line = pg.InfiniteLine(angle=0, movable=False, pen=peak_pen)
@@ -66,11 +93,14 @@ class MemoryPanel(QWidget):
         self.plot.addItem(self.peak_line)
         self._mark_lines: list[pg.InfiniteLine] = []
         self._last_mark_time = float("-inf")
+        self._row_ends = [float("-inf")] * len(MARK_ROWS)  # time where the last label of each row ends
         self._x_start = -1.0  # left end of the time axis; negative until the first sample
         self._y_top = 0.0  # top of the memory axis in bytes
+        self._live_top = 0.0  # top of the engine-live axis in bytes
         self.now_label = QLabel("—")
         self.peak_label = QLabel("peak allocated —")
         self.peak_label.setObjectName("peakLabel")
+        self.peak_label.setToolTip(PEAK_TIP)
         self.freed_label = QLabel("")
         self.source_label = QLabel("")
         self.source_label.setObjectName("dimLabel")
@@ -84,6 +114,26 @@ class MemoryPanel(QWidget):
         self.timer.setInterval(refresh_ms)
         self.timer.timeout.connect(self.refresh)
         self.set_monitor(monitor)
+
+    def _right_axis_view(self) -> pg.ViewBox:
+        """A second view sharing the time axis, scaled by the right axis (pyqtgraph's MultiplePlotAxes)."""
+        item = self.plot.getPlotItem()
+        view = pg.ViewBox(enableMouse=False, enableMenu=False)
+        item.showAxis("right")
+        item.scene().addItem(view)
+        axis = item.getAxis("right")
+        axis.linkToView(view)
+        axis.setLabel("engine live", units="B", color="#4fc38a")
+        axis.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        view.setXLink(item)
+        view.disableAutoRange()
+
+        def follow_main_view() -> None:
+            view.setGeometry(item.vb.sceneBoundingRect())
+            view.linkedViewChanged(item.vb, view.XAxis)
+
+        item.vb.sigResized.connect(follow_main_view)
+        return view
 
     def _build_layout(self) -> None:
         bar = QHBoxLayout()
@@ -106,7 +156,8 @@ class MemoryPanel(QWidget):
             self.plot.removeItem(line)
         self._mark_lines.clear()
         self._last_mark_time = float("-inf")
-        self._x_start, self._y_top = -1.0, 0.0
+        self._row_ends = [float("-inf")] * len(MARK_ROWS)
+        self._x_start, self._y_top, self._live_top = -1.0, 0.0, 0.0
         enabled = monitor is not None
         self.reset_peak_button.setEnabled(enabled)
         self.empty_cache_button.setEnabled(enabled)
@@ -128,14 +179,19 @@ class MemoryPanel(QWidget):
         latest = float(times[-1])
         self._follow(latest)
         shown = slice(int(np.searchsorted(times, self._x_start)), None)  # only what the view shows
-        top = 0.0
+        tops = {key: 0.0 for key in self.curves}
         for key, curve in self.curves.items():
             values = snapshot.get(key)
             if values is not None and len(values) == len(times):
                 curve.setData(times[shown], values[shown].astype(np.float64))
-                top = max(top, float(values[shown].max(initial=0)))
+                tops[key] = float(values[shown].max(initial=0))
         self._show_figures(snapshot)
+        top = max(tops["allocated"], tops["reserved"])
         self._fit_height(max(top, self.peak_line.value() if self.peak_line.isVisible() else 0.0))
+        live_top = _round_top(self._live_top, tops["engine_live"])
+        if live_top != self._live_top:
+            self._live_top = live_top
+            self.live_view.setYRange(0, live_top, padding=0)
         self._add_new_marks()
 
     def _follow(self, latest: float) -> None:
@@ -146,9 +202,9 @@ class MemoryPanel(QWidget):
 
     def _fit_height(self, top: float) -> None:
         """Grow the memory axis to a round number above `top`; shrink only when far too tall."""
-        if self._y_top <= 0 or top > 0.95 * self._y_top or top < 0.3 * self._y_top:
-            step = 10 ** np.floor(np.log10(max(top, 1e6)))
-            self._y_top = float(np.ceil(1.25 * max(top, 1e6) / step) * step)
+        new_top = _round_top(self._y_top, top)
+        if new_top != self._y_top:
+            self._y_top = new_top
             self.plot.setYRange(0, self._y_top, padding=0)
 
     def _show_figures(self, snapshot: dict[str, np.ndarray]) -> None:
@@ -170,13 +226,26 @@ class MemoryPanel(QWidget):
             major = label.split()[0].lower().startswith(MAJOR_MARKS) if label else False
             style = Qt.PenStyle.SolidLine if major else Qt.PenStyle.DotLine
             pen = pg.mkPen("#9aa0aa" if major else "#4a4e57", width=1, style=style)
+            row = self._label_row(time, label) if major else 0
             line = pg.InfiniteLine(pos=time, angle=90, movable=False, pen=pen,
                                    label=label if major else None,
-                                   labelOpts={"position": 0.82, "color": "#c8ccd4", "rotateAxis": (1, 0)})
+                                   labelOpts={"position": MARK_ROWS[row], "color": "#c8ccd4",
+                                              "anchors": [(0, 0.5), (0, 0.5)]})
             self.plot.addItem(line)
             self._mark_lines.append(line)
         while len(self._mark_lines) > 400:  # keep the plot cheap on long sessions
             self.plot.removeItem(self._mark_lines.pop(0))
+
+    def _label_row(self, time: float, label: str) -> int:
+        """The first row whose last label ends before `time` (else the one that ends soonest); books the span."""
+        seconds_per_px = self.plot.getViewBox().viewPixelSize()[0]
+        if not np.isfinite(seconds_per_px) or seconds_per_px <= 0:
+            seconds_per_px = WINDOW_S / 800
+        width_px = QFontMetrics(self.font()).horizontalAdvance(label) + 2 * MARK_GAP_PX
+        free = [row for row, end in enumerate(self._row_ends) if end <= time]
+        row = free[0] if free else int(np.argmin(self._row_ends))
+        self._row_ends[row] = time + width_px * seconds_per_px
+        return row
 
     def reset_peak(self) -> None:
         if self.monitor is not None:
@@ -193,3 +262,11 @@ class MemoryPanel(QWidget):
         self.refresh()
         self.cache_emptied.emit(freed)
         return freed
+
+
+def _round_top(current: float, top: float, floor: float = 1e6) -> float:
+    """An axis top: `current` while `top` sits in 30-95% of it, else a round number 25% above `top`."""
+    if current > 0 and 0.3 * current <= top <= 0.95 * current:
+        return current
+    step = 10 ** np.floor(np.log10(max(top, floor)))
+    return float(np.ceil(1.25 * max(top, floor) / step) * step)

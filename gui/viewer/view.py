@@ -10,6 +10,8 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout
 
 from ..style import VIEW_BACKGROUND
 
+MIN_SHOWN_PX = 48  # a fitted image is drawn at least this tall and wide, stretched if it must be (a 5000x1 strip)
+
 
 def class_lookup_table(colours: Sequence[Sequence[int]], hidden: frozenset[int] = frozenset()) -> np.ndarray:
     """(256, 4) RGBA uint8: class i -> its colour, opaque unless hidden; indices past the palette transparent."""
@@ -49,6 +51,7 @@ class SegmentationViewer(pg.GraphicsView):
         self._hidden: frozenset[int] = frozenset()
         self._opacity = 0.5
         self._overlay_on = True
+        self.stretch = 1.0  # how much the fitted view stretches the image's short side (1: not at all)
         self.placeholder = self._make_placeholder()
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
 
@@ -103,8 +106,29 @@ class SegmentationViewer(pg.GraphicsView):
         return self._overlay_on and self.labels is not None
 
     def fit(self) -> None:
-        if self.pixels is not None:
+        """Show the whole image; a side that would be drawn under MIN_SHOWN_PX is stretched to that size."""
+        if self.pixels is None:
+            return
+        height, width = self.pixels.shape[:2]
+        view_w, view_h = max(self.view.width(), 1.0), max(self.view.height(), 1.0)
+        scale = min(view_w / width, view_h / height)  # screen px per image px with the aspect kept
+        shown = min(width, height) * scale
+        self.stretch = MIN_SHOWN_PX / shown if shown < MIN_SHOWN_PX else 1.0
+        self.view.setAspectLocked(self.stretch == 1.0)
+        if self.stretch == 1.0:
             self.view.autoRange(padding=0.01)
+            return
+        if width >= height:  # a wide strip: all of its width, its height drawn MIN_SHOWN_PX tall
+            span = height * view_h / MIN_SHOWN_PX
+            self.view.setRange(xRange=(0, width), yRange=(height / 2 - span / 2, height / 2 + span / 2), padding=0)
+        else:
+            span = width * view_w / MIN_SHOWN_PX
+            self.view.setRange(xRange=(width / 2 - span / 2, width / 2 + span / 2), yRange=(0, height), padding=0)
+
+    def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        super().resizeEvent(event)
+        if getattr(self, "stretch", 1.0) != 1.0:  # a stretched strip keeps its minimum size as the window changes
+            self.fit()
 
     def _lookup_table(self) -> np.ndarray:
         return class_lookup_table(self._colours, self._hidden)

@@ -81,3 +81,52 @@ def test_without_a_monitor_the_panel_says_so(qtbot):
     qtbot.addWidget(panel)
     assert panel.source_label.text() == "no telemetry"
     assert not panel.empty_cache_button.isEnabled()
+
+
+def test_engine_live_tensors_have_their_own_axis(qtbot, monitor):
+    """A few MB of engine tensors beside a process heap of 100+ MB: the right axis is scaled to them."""
+    from leanseg.core.memory import engine_live_bytes
+
+    panel = MemoryPanel(monitor, refresh_ms=20)
+    qtbot.addWidget(panel)
+    panel.resize(900, 300)
+    panel.show()
+    engine_live_bytes.set(3_000_000)
+    try:
+        curve = panel.curves["engine_live"]
+        qtbot.waitUntil(lambda: curve.yData is not None and curve.yData.max(initial=0) >= 3_000_000, timeout=10_000)
+    finally:
+        engine_live_bytes.set(0)
+    live_top = panel.live_view.viewRange()[1][1]
+    memory_top = panel.plot.getViewBox().viewRange()[1][1]
+    assert 3_000_000 < live_top <= 10_000_000  # the curve spans a good part of its axis
+    assert memory_top > 10 * live_top  # on the memory axis it would lie flat at 0
+    assert curve in panel.live_view.addedItems and panel.plot.getPlotItem().getAxis("right").isVisible()
+
+
+def test_marks_close_in_time_have_labels_that_do_not_overlap(qtbot, monitor):
+    panel = MemoryPanel(monitor, refresh_ms=20)
+    qtbot.addWidget(panel)
+    panel.resize(900, 260)
+    panel.show()
+    qtbot.waitUntil(lambda: panel._x_start >= 0, timeout=10_000)
+    for label in ("start", "done", "reset peak", "empty cache freed 0 B"):
+        monitor.mark(label)  # all within a few milliseconds: the same pixel on a 30 s axis
+    qtbot.waitUntil(lambda: len(_labels_on_plot(panel)) == 4, timeout=5_000)
+    rects = [line.label.sceneBoundingRect() for line in panel._mark_lines if line.label is not None]
+    plot_rect = panel.plot.getViewBox().sceneBoundingRect()
+    for i, rect in enumerate(rects):
+        assert plot_rect.contains(rect.center())
+        for other in rects[i + 1:]:
+            assert not rect.intersects(other), (rect, other)
+
+
+def test_the_two_peaks_say_what_they_count(qtbot, make_window, gui_tiny_checkpoint, small_image):
+    window = make_window(gui_tiny_checkpoint)
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(small_image)
+    job_peak = window.status_labels["peak"]
+    assert job_peak.text().startswith("job peak process RSS ")
+    assert "resident" in job_peak.toolTip() and "peak allocated" in job_peak.toolTip()
+    assert "allocator" in window.memory_panel.peak_label.toolTip()
+    assert "RSS" in window.memory_panel.peak_label.toolTip()

@@ -1,0 +1,87 @@
+"""What the app tells the user: the status bar after a job, transparency, a bad remembered model, thin strips."""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from leanseg.gui.main_window.settings import AppSettings
+from leanseg.gui.main_window.window import MainWindow
+from leanseg.gui.viewer.view import MIN_SHOWN_PX, SegmentationViewer
+
+from .conftest import JOB_TIMEOUT_MS, write_image
+
+
+def test_the_status_bar_says_how_the_job_ended(qtbot, make_window, gui_tiny_checkpoint, small_image):
+    window = make_window(gui_tiny_checkpoint)
+    with qtbot.waitSignal(window.job_ended, timeout=JOB_TIMEOUT_MS):
+        window.open_image(small_image)
+        assert window.statusBar().currentMessage() == "Opening small.png…"
+    message = window.statusBar().currentMessage()
+    assert message.startswith("small.png: segmented in ") and "Opening" not in message
+
+
+def test_transparency_is_named_not_dropped_silently(qtbot, make_window, gui_tiny_checkpoint, tmp_path):
+    rgba = np.full((40, 60, 4), 200, np.uint8)
+    rgba[:, :30, 3] = 0  # the left half transparent
+    path = tmp_path / "logo.png"
+    cv2.imwrite(str(path), cv2.cvtColor(rgba, cv2.COLOR_RGBA2BGRA))
+    window = make_window(gui_tiny_checkpoint)
+    with qtbot.waitSignal(window.job_ended, timeout=JOB_TIMEOUT_MS):
+        window.open_image(path)
+    assert "alpha channel ignored" in window.status_labels["size"].text()
+    assert "alpha channel ignored" in window.statusBar().currentMessage()
+
+
+def test_an_opaque_rgba_image_has_no_alpha_note(qtbot, make_window, gui_tiny_checkpoint, tmp_path):
+    path = tmp_path / "opaque.png"
+    cv2.imwrite(str(path), np.full((40, 60, 4), 255, np.uint8))
+    window = make_window(gui_tiny_checkpoint)
+    with qtbot.waitSignal(window.job_ended, timeout=JOB_TIMEOUT_MS):
+        window.open_image(path)
+    assert "alpha" not in window.status_labels["size"].text()
+
+
+def test_a_bad_remembered_model_is_named_in_the_window_and_the_app_goes_on(qtbot, settings_path, no_default_model,
+                                                                           tmp_path):
+    bad = tmp_path / "broken.safetensors"
+    bad.write_bytes(b"\x00" * 64)
+    settings = AppSettings(settings_path)
+    settings.set_text("model/path", str(bad))
+    settings.sync()
+    window = MainWindow(settings=AppSettings(settings_path))
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.error_shown, timeout=JOB_TIMEOUT_MS):
+        window.show()
+    assert window.banner.isVisible()
+    text = window.banner.text.text()
+    assert "could not be opened" in text and str(bad) in text
+    assert window.model_requested is None and window.error_box is None  # no model, no modal box: it goes on
+    image = write_image(tmp_path / "after.png", 32, 48)
+    with qtbot.waitSignal(window.image_shown, timeout=JOB_TIMEOUT_MS):
+        window.open_image(image)
+    assert window.statusBar().currentMessage().startswith("Opened after.png; open a model")
+
+
+def test_a_5000_by_1_strip_is_fitted_and_visible(qtbot):
+    holder = QWidget()  # closed by qtbot; pyqtgraph's GraphicsView.close() on its own crashes at teardown
+    qtbot.addWidget(holder)
+    viewer = SegmentationViewer()
+    QVBoxLayout(holder).addWidget(viewer)
+    holder.resize(800, 500)
+    holder.show()
+    qtbot.waitExposed(holder)
+    strip = np.zeros((1, 5000, 3), np.uint8)
+    strip[0, :, 0] = np.linspace(0, 255, 5000).astype(np.uint8)
+    viewer.set_image(strip)
+
+    def drawn_fitted() -> bool:  # the view applies its new range when Qt next lays it out
+        shown = viewer.image_item.mapRectToDevice(viewer.image_item.boundingRect())
+        return 0.9 * viewer.width() <= shown.width() <= viewer.width() + 1  # all of its length
+
+    qtbot.waitUntil(drawn_fitted, timeout=5_000)
+    shown = viewer.image_item.mapRectToDevice(viewer.image_item.boundingRect())
+    assert shown.height() >= MIN_SHOWN_PX - 1  # kept in proportion it would be 0.16 px tall
+    assert viewer.stretch > 1
+    viewer.set_image(np.zeros((300, 400, 3), np.uint8))  # an ordinary image: back to true proportions
+    assert viewer.stretch == 1.0 and viewer.view.state["aspectLocked"]
