@@ -8,7 +8,18 @@ from pathlib import Path
 
 from leanseg.core.io.images import read_image
 
+from ..core.video_samples import write_video
 from .conftest import write_image
+
+
+def _screenshot_run(path: Path, shot: Path, model: Path, settings: Path) -> subprocess.CompletedProcess[str]:
+    settings.write_text("[inference]\nengine=eager\n")  # the quickest start; the engine has tests of its own
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    return subprocess.run(
+        [sys.executable, "-m", "leanseg.gui.app", str(path), "--model", str(model), "--screenshot", str(shot),
+         "--size", "1000x700", "--settings", str(settings)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
 
 
 def test_screenshot_run_segments_saves_the_window_and_exits(tmp_path, gui_tiny_checkpoint, no_default_model):
@@ -42,3 +53,34 @@ def test_gui_command_runs_the_installed_entry_point():
     command = gui_command(["x.png"])
     assert command[0] == sys.executable and command[-1] == "x.png"
     assert "leanseg.gui.app" in command[2] and Path(command[0]).exists()
+
+
+def test_screenshot_of_a_folder_runs_the_batch_and_saves_the_dialog(tmp_path, gui_tiny_checkpoint, no_default_model):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for index in range(2):
+        write_image(folder / f"p{index}.png", 48, 64, seed=index)
+    shot = tmp_path / "batch.png"
+    done = _screenshot_run(folder, shot, gui_tiny_checkpoint, tmp_path / "s.ini")
+    assert done.returncode == 0, done.stderr
+    assert f"screenshot {shot} (finished)" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "photos_leanseg").glob("*_labels.png")) == ["p0_labels.png",
+                                                                                         "p1_labels.png"]
+    assert read_image(shot).pixels.std() > 10
+
+
+def test_screenshot_of_a_video_saves_the_panel_with_its_first_segmented_frame(tmp_path, gui_tiny_checkpoint,
+                                                                              no_default_model):
+    video = write_video(tmp_path / "clip.mp4", frames=5)
+    shot = tmp_path / "video.png"
+    done = _screenshot_run(video, shot, gui_tiny_checkpoint, tmp_path / "s.ini")
+    assert done.returncode == 0, done.stderr
+    assert f"screenshot {shot} (finished)" in done.stdout
+    assert read_image(shot).pixels.std() > 10
+
+
+def test_version_is_printed():
+    done = subprocess.run([sys.executable, "-m", "leanseg.gui.app", "--version"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0
+    assert done.stdout.startswith("leanseg-gui ") and done.stdout.split()[1][0].isdigit()
