@@ -13,11 +13,14 @@ import json
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..io.outputs import atomic_write_bytes, output_damage
+from .records import ImageRecord, OutputFile, relative_path, relative_paths
+
+__all__ = ["FORMAT", "JOURNAL_NAME", "MANIFEST_NAME", "SUMMARY_NAME", "ImageRecord", "Manifest", "ManifestError",
+           "OutputFile", "summary_csv"]
 
 MANIFEST_NAME = "manifest.json"
 JOURNAL_NAME = "manifest.journal.jsonl"
@@ -28,39 +31,6 @@ SNAPSHOT_EVERY_S = 5.0  # fold the journal into manifest.json at most this often
 
 class ManifestError(Exception):
     """The output folder's manifest cannot be used; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class OutputFile:
-    path: str  # relative to the output folder, '/'-separated
-    bytes: int  # size when written; a different size on disk means damaged
-    blake2b: str = ""  # checksum when written (io.outputs.content_digest); "" in manifests from before checksums
-
-
-@dataclass
-class ImageRecord:
-    """What happened to one input; the manifest's unit and one row of summary.csv."""
-
-    source: str  # input path relative to the input folder, '/'-separated (the manifest key)
-    status: str  # "ok" | "error"
-    error: str = ""  # why it failed, naming the file
-    input_bytes: int = 0  # the input's size and mtime when read: a changed input is redone
-    input_mtime_ns: int = 0
-    width: int = 0
-    height: int = 0
-    seconds: float = 0.0  # inference time
-    peak_bytes: int = 0  # peak memory while inferring
-    device: str = ""
-    class_fraction: list[float] = field(default_factory=list)  # share of pixels per class
-    outputs: dict[str, OutputFile] = field(default_factory=dict)  # kind (labels|overlay|probs) -> file
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ImageRecord:
-        outputs = {kind: OutputFile(**value) for kind, value in data.get("outputs", {}).items()}
-        return cls(**{**data, "outputs": outputs})
 
 
 class Manifest:
@@ -92,12 +62,8 @@ class Manifest:
         path = self.out_dir / MANIFEST_NAME
         if path.exists():
             try:
-                data = json.loads(path.read_text())
-                if data.get("format") != FORMAT:
-                    raise ValueError(f"format {data.get('format')!r}, expected {FORMAT!r}")
-                records = {key: ImageRecord.from_json(value) for key, value in data["images"].items()}
-                pending = {key: list(value) for key, value in data.get("pending", {}).items()}
-                owned = {str(path) for path in data.get("owned", [])}
+                data = json.loads(path.read_text(encoding="utf-8"))
+                records, pending, owned = _parse_snapshot(data)
             except (ValueError, KeyError, TypeError) as err:
                 raise ManifestError(f"{path}: not a readable batch manifest ({err}); pass --overwrite to start "
                                     "this folder over, or choose another output folder") from err
@@ -116,9 +82,12 @@ class Manifest:
                 except (ValueError, KeyError, TypeError):
                     continue  # a line torn by a kill: its image was in flight and is redone
 
-    def _apply(self, entry: dict[str, Any]) -> None:
+    def _apply(self, entry: Any) -> None:
+        if not isinstance(entry, dict):
+            raise ValueError("a journal line is not a JSON object")
         if "pending" in entry:
-            self.pending[entry["pending"]] = list(entry["outputs"])
+            self.pending[relative_path(entry["pending"], "pending source")] = relative_paths(entry["outputs"],
+                                                                                             "pending outputs")
         else:
             record = ImageRecord.from_json(entry["record"])
             self.records[record.source] = record
@@ -198,6 +167,23 @@ class Manifest:
             self._journal = None
         (self.out_dir / JOURNAL_NAME).unlink(missing_ok=True)  # its lines are all in the snapshot now
         self._last_snapshot = time.monotonic()
+
+
+def _parse_snapshot(data: Any) -> tuple[dict[str, ImageRecord], dict[str, list[str]], set[str]]:
+    """manifest.json's records, pending outputs and owned outputs, every field checked (ValueError)."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    if data.get("format") != FORMAT:
+        raise ValueError(f"format {data.get('format')!r}, expected {FORMAT!r}")
+    images, pending = data.get("images"), data.get("pending", {})
+    if not isinstance(images, dict) or not isinstance(pending, dict):
+        raise ValueError("'images' and 'pending' must be objects")
+    records = {key: ImageRecord.from_json(value) for key, value in images.items()}
+    for key, record in records.items():
+        if record.source != key:
+            raise ValueError(f"the record under {key!r} is for {record.source!r}")
+    return records, {relative_path(key, "pending source"): relative_paths(value, "pending outputs")
+                     for key, value in pending.items()}, set(relative_paths(data.get("owned", []), "owned"))
 
 
 def summary_csv(records: dict[str, ImageRecord], class_names: tuple[str, ...]) -> str:
