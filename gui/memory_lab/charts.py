@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtGui import QFontMetrics
 
 from leanseg.core.memory import format_bytes
 from leanseg.core.profile import LowerBounds, MemoryProfile
@@ -13,9 +14,11 @@ from ..style import VIEW_BACKGROUND
 
 MB = 1e6
 BAR_COLOURS = {"train": "#e5534b", "eval": "#f2a541", "engine": "#4fc38a"}
-BOUND_PEN = pg.mkPen("#c8ccd4", width=1, style=Qt.PenStyle.DashLine)
 TEXT = "#c8ccd4"
-BAR_AXIS_HEIGHT = 44  # room for two-line configuration names
+BOUND_STYLES = (  # pen and the glyph that names it in a title, one per lower bound (blocks whole, in pieces)
+    (pg.mkPen(TEXT, width=1, style=Qt.PenStyle.DashLine), "╌╌"),
+    (pg.mkPen("#9fd8ff", width=1, style=Qt.PenStyle.DotLine), "┈┈"),
+)
 
 
 def _bar_colour(name: str) -> str:
@@ -23,15 +26,17 @@ def _bar_colour(name: str) -> str:
 
 
 class BarChart(pg.PlotWidget):
-    """One bar per configuration (value on top), optional horizontal lines for the lower bounds."""
+    """One horizontal bar per configuration, its name on the left and its value at its end; lower bounds as
+    vertical lines, named above the plot (never on the bars)."""
 
-    def __init__(self, y_label: str, units: str, scale: float = 1.0) -> None:
+    def __init__(self, x_label: str, units: str, scale: float = 1.0) -> None:
         super().__init__(background=VIEW_BACKGROUND)
         self.scale = scale  # value / scale is drawn
         self.units = units
-        self.setLabel("left", y_label)
+        self.setLabel("bottom", x_label)
         self.setMouseEnabled(x=False, y=False)
-        self.showGrid(y=True, alpha=0.15)
+        self.showGrid(x=True, alpha=0.15)
+        self.getViewBox().invertY(True)  # the first configuration on top
         self.names: list[str] = []
         self.values: list[float] = []
         self.bars: pg.BarGraphItem | None = None
@@ -45,40 +50,44 @@ class BarChart(pg.PlotWidget):
         for label in self._labels:
             self.removeItem(label)
         self._labels = []
-        self.bars = pg.BarGraphItem(x=np.arange(len(names)), height=self.values, width=0.62,
+        self.bars = pg.BarGraphItem(x0=0, y=np.arange(len(names)), width=self.values, height=0.62,
                                     brushes=[pg.mkBrush(_bar_colour(n)) for n in names], pen=None)
         self.addItem(self.bars)
         for i, value in enumerate(self.values):
-            label = pg.TextItem(f"{value:.0f}" if value >= 100 else f"{value:.3g}", color=TEXT, anchor=(0.5, 1.0))
-            label.setPos(i, value)
+            label = pg.TextItem(f" {value:.0f}" if value >= 100 else f" {value:.3g}", color=TEXT, anchor=(0, 0.5))
+            label.setPos(value, i)
             self.addItem(label)
             self._labels.append(label)
-        self.getAxis("bottom").setTicks([[(i, n.replace(" ", "\n", 1)) for i, n in enumerate(names)]])
-        self.getAxis("bottom").setHeight(BAR_AXIS_HEIGHT)
+        axis = self.getAxis("left")
+        axis.setTicks([[(i, n) for i, n in enumerate(names)]])
+        widest = max((QFontMetrics(axis.font()).horizontalAdvance(n) for n in names), default=40)
+        axis.setWidth(widest + 16)
         self._fit()
 
     def set_lines(self, lines: list[tuple[float, str]]) -> None:
-        """Horizontal dashed lines at y (bytes before scaling), labelled."""
+        """Vertical lines at x (bytes before scaling), each drawn in its own style and named above the plot."""
         for line in self._lines:
             self.removeItem(line)
         self._lines = []
-        for row, (y, text) in enumerate(lines):
-            line = pg.InfiniteLine(pos=y / self.scale, angle=0, movable=False, pen=BOUND_PEN, label=text,
-                                   labelOpts={"position": 0.99 - 0.3 * row, "color": TEXT, "anchors": [(1, 1), (1, 1)]})
+        names = []
+        for (x, text), (pen, glyph) in zip(lines, BOUND_STYLES):
+            line = pg.InfiniteLine(pos=x / self.scale, angle=90, movable=False, pen=pen)
             self.addItem(line)
             self._lines.append(line)
+            names.append(f"{glyph} {text}")
+        self.setTitle("&nbsp;&nbsp;&nbsp;".join(names), color=TEXT, size="9pt")
         self._fit()
 
     def bar_count(self) -> int:
-        return 0 if self.bars is None else len(self.bars.opts["height"])
+        return 0 if self.bars is None else len(self.bars.opts["width"])
 
     def line_values(self) -> list[float]:
         return [float(line.value()) for line in self._lines]
 
     def _fit(self) -> None:
         top = max(self.values + [float(line.value()) for line in self._lines] + [1e-9])
-        self.setXRange(-0.6, max(len(self.names), 1) - 0.4, padding=0)
-        self.setYRange(0, top * 1.15, padding=0)
+        self.setYRange(-0.6, max(len(self.names), 1) - 0.4, padding=0)
+        self.setXRange(0, top * 1.18, padding=0)  # room for the value after the longest bar
 
 
 class StepChart(pg.PlotWidget):
@@ -95,7 +104,7 @@ class StepChart(pg.PlotWidget):
         self.setLabel("bottom", "step through the network (graph node)")
         self.showGrid(x=True, y=True, alpha=0.15)
         self.setMouseEnabled(x=False, y=False)
-        self.addLegend(offset=(10, 5), labelTextColor=TEXT)
+        self.legend = self.addLegend(offset=(10, 5), labelTextColor=TEXT, brush=pg.mkBrush(23, 24, 27, 200))
         self.peak_curve = self.plot(name="while the step ran", pen=pg.mkPen("#f2a541", width=2), stepMode="center")
         self.live_curve = self.plot(name="after it (dead inputs freed)", pen=pg.mkPen("#5b8def", width=1.5),
                                     stepMode="center")
@@ -106,6 +115,7 @@ class StepChart(pg.PlotWidget):
         self.peak_label = pg.TextItem("", color="#ff8a80", anchor=(0.5, 1.2))
         self.addItem(self.peak_label)
         self._bound_lines: list[pg.InfiniteLine] = []
+        self._bound_samples: list[pg.PlotDataItem] = []  # their entries in the legend
         self.profile: MemoryProfile | None = None
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
 
@@ -113,7 +123,9 @@ class StepChart(pg.PlotWidget):
         self.profile = profile
         for line in self._bound_lines:
             self.removeItem(line)
-        self._bound_lines = []
+        for sample in self._bound_samples:
+            self.legend.removeItem(sample)
+        self._bound_lines, self._bound_samples = [], []
         if profile is None or not profile.steps:
             self.peak_curve.setData([], [])
             self.live_curve.setData([], [])
@@ -131,13 +143,14 @@ class StepChart(pg.PlotWidget):
         self.peak_label.setAnchor((1.02, 1.0) if right_half else (-0.02, 1.0))
         self.peak_label.setPos(peak.index, peak.peak_bytes / MB)
         if bounds is not None:
-            for value, text in ((bounds.whole_bytes, "lower bound, blocks whole"),
-                                (bounds.pieces_bytes, "lower bound, in pieces")):
-                line = pg.InfiniteLine(pos=value / MB, angle=0, movable=False, pen=BOUND_PEN,
-                                       label=f"{text} {format_bytes(value)}",
-                                       labelOpts={"position": 0.02, "color": TEXT, "anchors": [(0, 1), (0, 1)]})
+            pairs = ((bounds.whole_bytes, "lower bound, blocks whole"), (bounds.pieces_bytes, "lower bound, in pieces"))
+            for (value, text), (pen, _glyph) in zip(pairs, BOUND_STYLES):
+                line = pg.InfiniteLine(pos=value / MB, angle=0, movable=False, pen=pen)
                 self.addItem(line)
                 self._bound_lines.append(line)
+                sample = pg.PlotDataItem(pen=pen)
+                self.legend.addItem(sample, f"{text} {format_bytes(value)}")
+                self._bound_samples.append(sample)
         top = max([peak.peak_bytes] + ([bounds.whole_bytes] if bounds else [])) / MB
         self.setXRange(-0.5, len(profile.steps) - 0.5, padding=0.01)
         self.setYRange(0, top * 1.18, padding=0)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import cv2
 import psutil
+from PySide6.QtCore import QPointF
 from pytestqt.qtbot import QtBot
 
 from leanseg.core.profile import CONFIGURATION_NAMES, ModelSpec
@@ -77,3 +78,30 @@ def test_tools_menu_opens_the_lab_for_the_loaded_model(make_window, gui_tiny_che
     assert lab.isVisible() and lab.spec == ModelSpec(str(gui_tiny_checkpoint))
     assert lab.model_label.text() == gui_tiny_checkpoint.name
     lab.close()
+
+
+def test_bar_names_and_bound_labels_keep_clear_of_each_other(qtbot):
+    """Names on the left, one per row and never clipped; bound names above the plot, never on the bars."""
+    from PySide6.QtGui import QFontMetrics
+
+    from leanseg.gui.memory_lab.charts import BarChart
+
+    chart = BarChart("time per run (s)", "s")
+    qtbot.addWidget(chart)
+    chart.resize(420, 300)  # narrow, as the time chart is beside the peak chart
+    chart.show()
+    qtbot.waitExposed(chart)
+    names = list(CONFIGURATION_NAMES)
+    chart.set_bars(names, [float(10 * (i + 1)) for i in range(len(names))])
+    chart.set_lines([(35.0, "lower bound, blocks whole 35 MB"), (12.0, "lower bound, in pieces 12 MB")])
+    axis = chart.getAxis("left")
+    view = chart.getViewBox()
+    metrics = QFontMetrics(axis.font())
+    widest = max(metrics.horizontalAdvance(n) for n in names)
+    qtbot.waitUntil(lambda: axis.width() >= widest, timeout=5_000)  # names are not cut off (after layout)
+    row_px = abs(view.mapViewToScene(QPointF(0, 1)).y() - view.mapViewToScene(QPointF(0, 0)).y())
+    assert row_px >= metrics.height()  # one row per name: names cannot overlap
+    title = chart.getPlotItem().titleLabel
+    assert "blocks whole 35 MB" in title.text and "in pieces 12 MB" in title.text
+    assert not title.sceneBoundingRect().intersects(view.sceneBoundingRect())
+    assert all(getattr(line, "label", None) is None for line in chart._lines)  # nothing written on the plot
