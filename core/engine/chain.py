@@ -172,10 +172,10 @@ class BandedChain(nn.Module):
                 a, b = min(first), max(second) + 1
             in_rows[index] = (a, b)
         offset = max(in_rows[0][0], 0)
-        first = self.stages[0]
-        if isinstance(first, BandedInvertedResidual):  # rows of the concatenation, built for this band
-            x, peak = virtual_rows(tensors, first.parts, offset, min(in_rows[0][1], shapes[0][1]))
-            current = 0 if len(tensors) == 1 and first.parts[0].scale is None else _nbytes(x)
+        opening = self.stages[0]
+        if isinstance(opening, BandedInvertedResidual):  # rows of the concatenation, built for this band
+            x, peak = virtual_rows(tensors, opening.parts, offset, min(in_rows[0][1], shapes[0][1]))
+            current = 0 if len(tensors) == 1 and opening.parts[0].scale is None else _nbytes(x)
         else:
             x, peak, current = tensors[0][:, :, offset:min(in_rows[0][1], shapes[0][1])], 0, 0  # a view
         for index, stage in enumerate(self.stages):
