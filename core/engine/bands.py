@@ -13,7 +13,7 @@ from .band_pool import row_bands, run_bands
 from .capture import module_of, single_user
 from .fuse import ConvAct
 from .layout import CHANNELS_LAST
-from .virtual import Part, virtual_rows, virtual_size
+from .virtual import Part, upsampled_rows, virtual_rows, virtual_size
 
 DEFAULT_BAND_BYTES = 2 * 2**20  # expanded rows per band: small enough to stay in cache
 # ... but at least this many output rows: each band re-expands the k - 1 input rows it shares with its
@@ -35,6 +35,7 @@ class BandedInvertedResidual(nn.Module):
     def __init__(self, expand: ConvAct | None, depthwise: ConvAct, project: ConvAct | None, residual: bool) -> None:
         super().__init__()
         self.parts: tuple[Part, ...] = (Part(),)  # how the node's arguments form the input
+        self.addend: Part | None = None  # set: expand(input) + this upsampled second argument (an FPN merge)
         self.expand = expand
         self.depthwise = depthwise
         self.project = project
@@ -66,7 +67,7 @@ class BandedInvertedResidual(nn.Module):
 
     def forward(self, *inputs: Tensor) -> Tensor:  # (1, Cin, H, W) -> (1, Cout, H', W')
         x = inputs[0]
-        _, height, width = virtual_size(inputs, self.parts)
+        _, height, width = virtual_size(inputs[:1] if self.addend is not None else inputs, self.parts)
         out_h, out_w = self.output_size(height, width)
         last_conv = (self.project or self.depthwise).conv
         shape = (x.shape[0], last_conv.out_channels, out_h, out_w)
@@ -101,6 +102,8 @@ class BandedInvertedResidual(nn.Module):
         else:  # at an edge: the conv pads rows itself; drop the `skip` output rows before `top`
             skip = top if first < 0 else -(-pad // stride)
             first, padding = (top - skip) * stride, (pad, self._width_padding[1])
+        if self.addend is not None:
+            return self._merged_band(inputs, height, first, min(last, height), padding, skip, bottom - top)
         rows, building_bytes = virtual_rows(inputs, self.parts, first, min(last, height))
         made_bytes = 0 if self.parts == (Part(),) else rows.untyped_storage().nbytes()  # else a view
         expanded = self.expand(rows) if self.expand is not None else rows
@@ -109,6 +112,21 @@ class BandedInvertedResidual(nn.Module):
         band = self.depthwise(expanded, padding=padding)[:, :, skip:skip + bottom - top]
         made_bytes = max(building_bytes, made_bytes + band.untyped_storage().nbytes())
         return band, made_bytes
+
+    def _merged_band(self, inputs: tuple[Tensor, ...], height: int, first: int, last: int,
+                     padding: tuple[int, int], skip: int, count: int) -> tuple[Tensor, int]:
+        """Depthwise-slot conv over rows [first, last) of upsample(inputs[1]) + expand(inputs[0]): the
+        merged map is built band by band, the 1x1 conv writing straight into the upsampled rows."""
+        assert self.addend is not None and self.addend.scale is not None and self.expand is not None
+        if inputs[0].is_meta:
+            channels = self.expand.conv.out_channels
+            merged = inputs[0].new_empty((1, channels, last - first, inputs[0].shape[3]))
+        else:
+            merged = upsampled_rows(inputs[1], first, last, self.addend.scale, self.addend.mode)
+            merged = merged.contiguous(memory_format=CHANNELS_LAST)
+            self.expand.add_into(merged, inputs[0][:, :, first:last])
+        band = self.depthwise(merged, padding=padding)[:, :, skip:skip + count]
+        return band, merged.untyped_storage().nbytes() + band.untyped_storage().nbytes()
 
     def extra_repr(self) -> str:
         return f"hidden={self.hidden_channels}, stride={self._stride}, residual={self.residual}"

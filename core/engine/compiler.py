@@ -19,6 +19,7 @@ from .fuse import ConvAct, fuse_conv_activation
 from .head import LabelsHead, labels_head
 from .layout import to_channels_last
 from .liveness import free_shape_only_reads, shape_of
+from .merge_bands import band_merge_convs
 from .plan import Plan
 from .schedule import run_consumers_early
 from .shapes import input_channels, sizes_to_scales
@@ -65,6 +66,7 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
     if bands:
         notes.append(f"{split_inverted_residuals(graph_module)} inverted-residual blocks run in row bands")
         notes.append(f"{band_concat_convs(graph_module)} convs over a concatenation run in row bands")
+        notes.append(f"{band_merge_convs(graph_module)} convs over an FPN merge (upsample + 1x1 conv) run in row bands")
         fused = fuse_concat_inputs(graph_module, (BandedInvertedResidual,))
         notes.append(f"{fused} concatenations (and their upsampling) made virtual: built band by band")
     if head:
