@@ -31,3 +31,14 @@ def resolve_device(name: str) -> torch.device:
             raise ValueError(f"device {name!r} does not exist; available: {available_devices()}")
         return device
     raise ValueError(f"unknown device {name!r}; valid: auto, cpu, cuda, cuda:N (found {available_devices()})")
+
+
+def bf16_is_fast(device: torch.device) -> bool:
+    """Whether bf16 convolutions run natively: a CUDA GPU that supports bf16, or a CPU with AVX512-BF16/AMX
+    (oneDNN's bf16 kernels); elsewhere bf16 falls back to slow reference code."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    if device.type == "cpu":
+        supported = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+        return bool(torch.backends.mkldnn.is_available() and supported is not None and supported())
+    return False

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
-from .device import resolve_device
+from .device import bf16_is_fast, resolve_device
 from .engine import Plan
 from .engine import compile as compile_plan
 from .engine.oom import FaultInjection
@@ -62,6 +62,11 @@ class Segmenter:
         self.options = options or InferenceOptions()
         self.device = resolve_device(self.options.device)
         self.model = loaded.model.eval().to(self.device)
+        self.notes: list[str] = []  # said once per job, e.g. a precision this device cannot run fast
+        if self.options.precision == "bf16" and not bf16_is_fast(self.device):
+            self.notes.append(f"bf16 asked for, but this {self.device.type.upper()} has no native bf16 convolutions "
+                              "(AVX512-BF16/AMX or a bf16 GPU): running fp32, which is faster here")
+            self.options = replace(self.options, precision="fp32")
         # The engine's compiled plan (None with engine='eager'); the tiler runs it per tile.
         self.plan: Plan | None = None
         if self.options.engine == "lean":
@@ -101,7 +106,7 @@ class Segmenter:
             device=result.device,
             start_bytes=start_bytes,
             probs=result.probs,
-            notes=result.notes,
+            notes=[*self.notes, *result.notes],
         )
 
     def _run_eager(self, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:

@@ -105,7 +105,8 @@ def build_segmenter(args: argparse.Namespace, want_probs: bool = False) -> Segme
 def describe_segmenter(segmenter: Segmenter) -> str:
     """The line a command prints before it starts: `model PATH on DEVICE, engine ENGINE, PRECISION`."""
     options = segmenter.options
-    return f"model {segmenter.loaded.path} on {segmenter.device}, engine {options.engine}, {options.precision}"
+    line = f"model {segmenter.loaded.path} on {segmenter.device}, engine {options.engine}, {options.precision}"
+    return "\n".join([line, *(f"note: {note}" for note in segmenter.notes)])
 
 
 def report_error(err: Exception) -> int:

@@ -61,6 +61,9 @@ _ONEDNN_ADD_INTO = getattr(getattr(torch.ops, "mkldnn", None), "_convolution_poi
     if torch.backends.mkldnn.is_available() else None
 if _ONEDNN_ADD_INTO is not None:
     _ONEDNN_ADD_INTO = _ONEDNN_ADD_INTO.binary
+# oneDNN's bf16 convolutions need AVX512-BF16 or AMX; on other CPUs the fused call raises, so bf16 goes
+# through F.conv2d there (the precision option warns that it is slow).
+_ONEDNN_BF16 = bool(_ONEDNN_POINTWISE is not None and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 _ONEDNN_ATTRS: dict[str | None, tuple[str, list[float]]] = {
     None: ("none", []), "relu": ("relu", []), "relu6": ("hardtanh", [0.0, 6.0]),
     "hardswish": ("hardswish", []), "silu": ("swish", []),
@@ -82,7 +85,7 @@ class ConvAct(nn.Module):
         conv = self.conv
         assert isinstance(conv.padding, tuple) and conv.padding_mode == "zeros"
         pad = list(padding if padding is not None else conv.padding)
-        if x.device.type == "cpu" and _ONEDNN_POINTWISE is not None:
+        if x.device.type == "cpu" and _ONEDNN_POINTWISE is not None and (x.dtype != torch.bfloat16 or _ONEDNN_BF16):
             # One oneDNN call with the activation as a post-op: bit-identical to conv then activation.
             attr, scalars = _ONEDNN_ATTRS[self.activation]
             return _ONEDNN_POINTWISE(x, conv.weight, conv.bias, pad, list(conv.stride), list(conv.dilation),
@@ -100,7 +103,7 @@ class ConvAct(nn.Module):
         assert self.activation is None and isinstance(conv.padding, tuple)
         if x.is_meta:
             return  # no new bytes, and the meta add goes through slow Python decompositions (estimate_peak)
-        if x.device.type == "cpu" and _ONEDNN_ADD_INTO is not None:
+        if x.device.type == "cpu" and _ONEDNN_ADD_INTO is not None and (x.dtype != torch.bfloat16 or _ONEDNN_BF16):
             _ONEDNN_ADD_INTO(target, x, conv.weight, conv.bias, list(conv.padding), list(conv.stride),
                              list(conv.dilation), conv.groups, "add", None, None, [], None)
             return
