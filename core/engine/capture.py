@@ -8,7 +8,7 @@ import torch
 from torch import fx, nn
 
 from ..model.padding import crop_like, pad_to_multiple
-from .frontends.ir import dim_size
+from .frontends.ir import check_size, dim_size
 
 
 class CaptureError(RuntimeError):
@@ -22,12 +22,33 @@ def capture(model: nn.Module) -> fx.GraphModule:
         parameter.requires_grad_(False)
     try:
         # Front ends' graphs read sizes through dim_size: keep it a node wherever a forward calls it.
-        tracer = fx.Tracer(autowrap_functions=(dim_size, pad_to_multiple, crop_like))
+        tracer = fx.Tracer(autowrap_functions=(dim_size, check_size, pad_to_multiple, crop_like))
         graph = tracer.trace(private)
         graph_module = fx.GraphModule(tracer.root, graph, type(private).__name__)
-    except Exception as err:  # fx raises many kinds (TraceError, TypeError on control flow, ...)
-        raise CaptureError(f"torch.fx cannot trace {type(model).__name__}: {err}") from err
+    except Exception as fx_error:  # fx raises many kinds (TraceError, TypeError on control flow, ...)
+        try:
+            return capture_by_export(private)
+        except Exception as err:
+            raise CaptureError(f"torch.fx cannot trace {type(model).__name__} ({str(fx_error).splitlines()[0]}), "
+                               f"nor torch.export capture it ({str(err).splitlines()[0][:300]})") from err
     return graph_module
+
+
+def capture_by_export(model: nn.Module) -> fx.GraphModule:
+    """`model` through torch.export with a dynamic height and width, lifted into the engine IR.
+
+    torch.export follows Python control flow on shapes (which torch.fx cannot); where the program it
+    records holds only for some sizes, the lifted graph checks the input's size first.
+    """
+    from .frontends.export_lift import lift_exported_program
+
+    conv = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
+    channels = conv.in_channels if conv is not None else 3
+    example = torch.zeros(1, channels, 256, 320)
+    dims = {2: torch.export.Dim.AUTO, 3: torch.export.Dim.AUTO}
+    with torch.no_grad():
+        program = torch.export.export(model, (example,), dynamic_shapes=(dims,))
+    return lift_exported_program(program)
 
 
 def replace_submodule(graph_module: fx.GraphModule, target: str, module: nn.Module) -> None:

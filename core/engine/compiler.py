@@ -14,7 +14,7 @@ from .budget import apply_memory_budget, band_modules
 from .capture import CaptureError, capture
 from .chain import BandedChain, banded_tail
 from .fold import fold_batchnorm, remove_no_ops
-from .frontends.ir import dim_size
+from .frontends.ir import check_size, dim_size
 from .fuse import ConvAct, fuse_conv_activation
 from .head import LabelsHead, labels_head
 from .layout import to_channels_last
@@ -33,7 +33,8 @@ _KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, BandedChain, nn.B
                   nn.Hardsigmoid, nn.Sigmoid, nn.GELU, nn.GroupNorm)
 _KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, torch.mul, torch.cat, F.interpolate,
                     F.max_pool2d, F.avg_pool2d, F.relu, F.relu6, F.hardswish, F.silu, torch.relu, crop_like,
-                    pad_to_multiple, shape_of, dim_size, F.pad, operator.sub, operator.floordiv, operator.truediv}
+                    pad_to_multiple, shape_of, dim_size, check_size, F.pad, operator.sub, operator.floordiv,
+                    operator.truediv}
 
 
 def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype = torch.float32,
@@ -82,7 +83,12 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
         module.parallel_bands = device.type == "cpu"
     if memory_budget is not None:
         notes.append(apply_memory_budget(graph_module, memory_budget))
-    return Plan(graph_module, None, device=device, dtype=dtype, notes=notes, fallbacks=unknown_nodes(graph_module))
+    guarded = any(node.target is check_size for node in graph_module.graph.nodes)
+    if guarded:
+        notes.append("the capture holds for some input sizes only (the model branches on its size): "
+                     "other sizes run eagerly")
+    size_fallback = copy.deepcopy(model).eval().to(device, dtype) if guarded else None
+    return Plan(graph_module, size_fallback, device=device, dtype=dtype, notes=notes, fallbacks=unknown_nodes(graph_module))
 
 
 def unknown_nodes(graph_module: fx.GraphModule) -> list[str]:

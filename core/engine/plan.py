@@ -14,6 +14,7 @@ from torch import Tensor, fx, nn
 from ..memory import engine_live_bytes
 from .accounting import LiveAccount, RunStats
 from .chain import BandedChain
+from .frontends.ir import OutsideCapturedSizes
 from .head import LabelsHead, labels_from_logits
 from .layout import CHANNELS_LAST, as_channels_last
 from .liveness import in_place_add_operand, values_dying_after
@@ -71,7 +72,7 @@ class Plan:
     def __init__(self, graph_module: fx.GraphModule | None, eager_model: nn.Module | None, *,
                  device: torch.device, dtype: torch.dtype, notes: list[str], fallbacks: list[str]) -> None:
         self.graph_module = graph_module
-        self.eager_model = eager_model  # used only when the graph could not be captured
+        self.eager_model = eager_model  # used when the graph could not be captured, or not for this size
         self.device = device
         self.dtype = dtype
         self.notes = notes
@@ -127,6 +128,15 @@ class Plan:
                  publish: bool) -> Tensor:
         if self.graph_module is None:
             return self._execute_eager(x, output, stats)
+        try:
+            return self._execute_graph(x, output, stats, on_step, publish)
+        except OutsideCapturedSizes:
+            if self.eager_model is None:
+                raise
+            return self._execute_eager(x, output, stats)  # a size the capture's branch did not take
+
+    def _execute_graph(self, x: Tensor, output: str, stats: RunStats, on_step: StepCallback | None,
+                       publish: bool) -> Tensor:
         account = LiveAccount()
         account.mark_external(x)
         if self._head is not None:

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from .ir import FrontendError, dim_size
+from .ir import FrontendError, check_size, dim_size
 
 aten = torch.ops.aten
 Lift = Callable[["_Lifter", fx.Node], Any]
@@ -95,7 +95,7 @@ class _Lifter:
                 if node.name in sources:
                     self.env[node] = _Constant(weights[sources[node.name]], sources[node.name])
                 else:
-                    self.env[node] = self.graph.placeholder("x")
+                    self.env[node] = self._guarded_input(node)
             elif node.op == "call_function":
                 self.env[node] = self.lift(node)
             elif node.op == "output":
@@ -108,6 +108,25 @@ class _Lifter:
         graph_module.delete_all_unused_submodules()
         graph_module.recompile()
         return graph_module
+
+    def _guarded_input(self, node: fx.Node) -> fx.Node:
+        """The image placeholder; where the program holds only for some sizes, a check_size node after it."""
+        x = self.graph.placeholder("x")
+        value = node.meta.get("val")
+        if value is None or value.dim() != 4:
+            return x
+        ranges = []
+        for extent in value.shape[2:]:
+            if isinstance(extent, int):
+                ranges.append((extent, extent))  # specialised to the example's size
+                continue
+            bounds = self.program.range_constraints.get(extent.node.expr)
+            low = _bound(bounds.lower, 1) if bounds is not None else 1
+            high = _bound(bounds.upper, 2**31 - 1) if bounds is not None else 2**31 - 1
+            ranges.append((low, high))
+        if all(low <= 2 and high >= 2**30 for low, high in ranges):  # export's 0/1 rule puts the floor at 2
+            return x
+        return self.graph.call_function(check_size, (x, ranges[0], ranges[1]))
 
     def lift(self, node: fx.Node) -> Any:
         target = node.target
@@ -304,6 +323,14 @@ def _stack(lifter: _Lifter, node: fx.Node) -> Any:
 
 def _sym_size(lifter: _Lifter, node: fx.Node) -> fx.Node:
     return lifter.function(dim_size, node.args[0], node.args[1])
+
+
+def _bound(value: Any, unbounded: int) -> int:
+    """A range constraint's bound as an int (sympy's infinities: `unbounded`)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return unbounded
 
 
 def _pair(value: Any) -> list[int]:

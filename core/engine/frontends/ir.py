@@ -24,6 +24,21 @@ def dim_size(x: Tensor, axis: int) -> int:
     return int(x.shape[axis])
 
 
+class OutsideCapturedSizes(ValueError):
+    """An input size the captured graph does not hold for; the plan then runs the model eagerly."""
+
+
+@torch.fx.wrap
+def check_size(x: Tensor, heights: tuple[int, int], widths: tuple[int, int]) -> Tensor:
+    """x, when its height and width lie in the ranges the captured graph holds for (a capture that
+    followed a branch on the size is valid only there); else a ValueError that says so."""
+    height, width = int(x.shape[2]), int(x.shape[3])
+    if not (heights[0] <= height <= heights[1] and widths[0] <= width <= widths[1]):
+        raise OutsideCapturedSizes(f"the captured graph holds for heights {heights[0]}..{heights[1]} and widths "
+                         f"{widths[0]}..{widths[1]}, not {height}x{width} (the model branches on its input size)")
+    return x
+
+
 IR_MODULES: tuple[type[nn.Module], ...] = (
     nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d, nn.GroupNorm, nn.Linear,
     nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid, nn.SiLU, nn.GELU, nn.Sigmoid, nn.Tanh,
@@ -33,5 +48,5 @@ IR_MODULES: tuple[type[nn.Module], ...] = (
 
 IR_FUNCTIONS = frozenset({
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.getitem,
-    torch.cat, torch.flatten, torch.mean, F.interpolate, F.pad, dim_size,
+    torch.cat, torch.flatten, torch.mean, F.interpolate, F.pad, dim_size, check_size,
 })
