@@ -24,13 +24,14 @@ from ..predict import InferenceOptions, Segmenter
 def task_to_json(task: ImageTask) -> str:
     return json.dumps({"source": str(task.source), "key": task.key, "out_dir": str(task.out_dir),
                        "outputs": task.outputs, "replaceable": sorted(task.replaceable),
-                       "forbidden": sorted(task.forbidden)})
+                       "forbidden": sorted(task.forbidden), "overlay_alpha": task.overlay_alpha})
 
 
 def task_from_json(text: str) -> ImageTask:
     data = json.loads(text)
     return ImageTask(Path(data["source"]), data["key"], Path(data["out_dir"]), dict(data["outputs"]),
-                     frozenset(data["replaceable"]), frozenset(data.get("forbidden", ())))
+                     frozenset(data["replaceable"]), frozenset(data.get("forbidden", ())),
+                     float(data.get("overlay_alpha", 0.5)))
 
 
 class SegmentingActor:

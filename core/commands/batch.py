@@ -1,6 +1,6 @@
 """`leanseg batch IN_DIR --out OUT_DIR`: segment a folder; run it again to resume where it stopped.
 
-Per image: NAME_labels.png (class index per pixel), with --overlay NAME_overlay.png, with --probs
+Per image: NAME_labels.png (class index per pixel), NAME_overlay.png (unless --no-overlay), with --probs
 NAME_probs.npy ((K, H, W) float16); sub-folders are mirrored with --recursive. OUT_DIR also gets
 summary.csv (one row per image) and manifest.json (what is finished). Files that fail are listed
 and skipped. Ctrl-C stops after the current image (twice: at once); nothing is left half-written.
@@ -31,6 +31,7 @@ from .common import (
     memory_logging,
     report_error,
 )
+from .options import HELP_FORMATTER, add_overlay_options, add_probs_option
 from .progress import JobProgress
 
 EXIT_CODES = "exit code: 0 every image is segmented, 1 some failed, 2 usage error, 130 stopped before the end"
@@ -38,12 +39,12 @@ EXIT_CODES = "exit code: 0 every image is segmented, 1 some failed, 2 usage erro
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("batch", help="segment a folder of images (resumable)", description=__doc__,
-                            epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                            epilog=EXIT_CODES, formatter_class=HELP_FORMATTER)
     parser.add_argument("in_dir", type=Path, metavar="IN_DIR", help="folder of images (never modified)")
     parser.add_argument("--out", type=Path, required=True, metavar="OUT_DIR", help="output folder (created)")
     parser.add_argument("--recursive", action="store_true", help="include sub-folders, mirrored in OUT_DIR")
-    parser.add_argument("--overlay", action="store_true", help="also write NAME_overlay.png")
-    parser.add_argument("--probs", action="store_true", help="also write NAME_probs.npy (K, H, W) float16")
+    add_overlay_options(parser)
+    add_probs_option(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="redo every image and replace existing outputs (default: resume, replace nothing)")
     add_inference_options(parser)
@@ -55,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         settings = BatchSettings(args.in_dir, args.out, recursive=args.recursive, write_overlay=args.overlay,
-                                 write_probs=args.probs, overwrite=args.overwrite)
+                                 overlay_alpha=args.alpha, write_probs=args.probs, overwrite=args.overwrite)
         ray_options = check_ray_arguments(args) if ray_requested(args) else None
         lock = FolderLock(settings.out_dir, on_note=lambda note: print(note, file=sys.stderr, flush=True))
         with lock:  # taken before the model is built, so a second run on this folder is refused at once
@@ -128,9 +129,7 @@ class _ConsoleSink:
         print(f"\n{message}", file=sys.stderr, flush=True)
 
     def _line(self, message: str) -> None:
-        bar = self._progress.bar
-        interactive = bar is not None and bar.stream.isatty()
-        print(("\r\x1b[2K" if interactive else "") + message, file=sys.stderr, flush=True)
+        self._progress.note(message, sys.stderr)  # above the bar on a terminal
 
     def close(self) -> None:
         with self._lock:

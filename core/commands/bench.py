@@ -5,20 +5,24 @@ import argparse
 import importlib
 from pathlib import Path
 
+from ..device import resolve_device
+from .common import report_error
+from .options import HELP_FORMATTER, add_device_option
+
 # Each mode lives in its own module in leanseg.core.benchmarks and defines add_arguments(parser), run(args).
 MODES = {"inference": "inference", "train": "training", "sizes": "tiling"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("bench", help="measure memory and time, each configuration in its own process",
-                            description=__doc__)
+                            description=__doc__, formatter_class=HELP_FORMATTER)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--train", action="store_true", help="benchmark one training step (plain/checkpointed/bf16)")
     mode.add_argument("--sizes", type=str, default=None, metavar="N,N,...",
                       help="tiling benchmark at these square sizes, e.g. 1024,2048,4096,8192")
     parser.add_argument("--out", type=Path, default=Path("out/bench"), help="folder for JSON and PNG")
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads per configuration (default 2)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads per configuration")
+    add_device_option(parser)
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats, for a smoke test")
     for module in MODES.values():
         try:
@@ -29,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        args.device = str(resolve_device(args.device))  # 'auto' -> cpu or cuda:0, as the results record it
+    except ValueError as err:
+        return report_error(err)
     mode = "train" if args.train else "sizes" if args.sizes else "inference"
     try:
         module = importlib.import_module(f"..benchmarks.{MODES[mode]}", __package__)

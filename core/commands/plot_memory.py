@@ -1,4 +1,6 @@
-"""`leanseg plot-memory FILE.csv --out FILE.png`: draw a memory timeline written by --memory-log."""
+"""`leanseg plot-memory FILE.csv --out FILE.png`: draw a memory timeline written by --memory-log.
+
+The chart's type follows --out's suffix (.png, .svg or .pdf), or --format when given."""
 from __future__ import annotations
 
 import argparse
@@ -7,8 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from ..memory.log import MemoryLog, read_memory_csv
-from ..plotting import line_chart
+from ..plotting import CHART_FORMATS
 from .common import report_error
+from .options import HELP_FORMATTER
 
 MAX_LABELLED_MARKS = 30  # beyond this, tile/frame marks are thinned so labels stay legible
 _CURVES = (("allocated", "allocated"), ("reserved", "reserved"), ("peak", "peak allocated"), ("rss", "process RSS"),
@@ -16,9 +19,13 @@ _CURVES = (("allocated", "allocated"), ("reserved", "reserved"), ("peak", "peak 
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("plot-memory", help="draw a --memory-log CSV as a PNG", description=__doc__)
+    parser = sub.add_parser("plot-memory", help="draw a --memory-log CSV as a PNG, SVG or PDF chart",
+                            description=__doc__, formatter_class=HELP_FORMATTER)
     parser.add_argument("log", type=Path, metavar="FILE.csv", help="a file written by --memory-log")
-    parser.add_argument("--out", type=Path, required=True, metavar="FILE.png", help="the PNG to write")
+    parser.add_argument("--out", type=Path, required=True, metavar="FILE.png",
+                        help="the chart to write: FILE.png, FILE.svg or FILE.pdf")
+    parser.add_argument("--format", choices=CHART_FORMATS, default=None,
+                        help="chart type; default: from --out's suffix (a missing suffix is added)")
     parser.add_argument("--no-rss", action="store_true", help="leave out the process RSS curve")
     parser.set_defaults(run=run)
 
@@ -36,6 +43,8 @@ def thin_marks(marks: list[tuple[float, str]], limit: int = MAX_LABELLED_MARKS) 
 
 def plot_memory_log(log: MemoryLog, out: Path, include_rss: bool = True) -> Path:
     """Draw allocated / reserved / peak (and RSS, engine live when present) in MB against time."""
+    from ..plotting import line_chart  # matplotlib loads only when a chart is drawn
+
     times = log.series["time"]
     if times.size == 0:
         raise ValueError("the log has no samples")
@@ -53,11 +62,25 @@ def plot_memory_log(log: MemoryLog, out: Path, include_rss: bool = True) -> Path
                       y_label="MB", marks=thin_marks(log.marks), hlines=hlines)
 
 
+def output_path(out: Path, chart_type: str | None) -> Path:
+    """--out, with `chart_type`'s suffix added when it has none; ValueError when the two disagree."""
+    if chart_type is None:
+        return out
+    suffix = out.suffix.lower().lstrip(".")
+    if not suffix:
+        return out.with_suffix(f".{chart_type}")
+    if suffix != chart_type:
+        raise ValueError(f"--out {out} ends in .{suffix} but --format is {chart_type}; make them agree")
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     try:
+        out = output_path(args.out, args.format)
         log = read_memory_csv(args.log)
-        path = plot_memory_log(log, args.out, include_rss=not args.no_rss)
+        path = plot_memory_log(log, out, include_rss=not args.no_rss)
     except ValueError as err:
-        return report_error(err if str(args.log) in str(err) else ValueError(f"{args.log}: {err}"))
+        return report_error(err if str(args.log) in str(err) or str(args.out) in str(err)
+                            else ValueError(f"{args.log}: {err}"))
     print(f"{len(log.series['time'])} samples, {len(log.marks)} marks -> {path}")
     return 0

@@ -1,6 +1,6 @@
 """`leanseg profile --model PATH --size 1024 [--out DIR]`: where the memory goes, in training and at
 test time: per-step profiles (eager and engine), lower bounds, and the comparison table, each
-configuration in its own process. Writes memory_lab.json and PNG charts."""
+configuration in its own process. Writes memory_lab.json and charts (PNG, or --chart-format svg/pdf)."""
 from __future__ import annotations
 
 import argparse
@@ -10,25 +10,28 @@ from pathlib import Path
 from types import FrameType
 
 from ..benchmarks.report import format_table
+from ..device import resolve_device
 from ..events import JobCancelled, JobEvent
 from ..memory import format_bytes
 from ..profile import CONFIGURATION_NAMES, LabRequest, LabResult, ModelSpec, default_spec, run_lab, write_lab
 from ..profile.records import MemoryProfile
 from .common import report_error
+from .options import HELP_FORMATTER, add_chart_format_option, add_device_option
 
 TOLERANCE = 0.10  # the profile should explain the measured peak within this share
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("profile", help="memory profile and train/eval/engine comparison of one model",
-                            description=__doc__)
+                            description=__doc__, formatter_class=HELP_FORMATTER)
     parser.add_argument("--model", type=Path, default=None,
                         help="checkpoint; default: the shipped model, else MobileUNet's default config")
-    parser.add_argument("--size", type=int, default=1024, help="square input side in pixels (default 1024)")
-    parser.add_argument("--out", type=Path, default=Path("out/profile"), help="folder for JSON and PNG")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per configuration (median; default 3)")
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads per configuration (default 2)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--size", type=int, default=1024, help="square input side in pixels")
+    parser.add_argument("--out", type=Path, default=Path("out/profile"), help="folder for JSON and charts")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per configuration (median)")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads per configuration")
+    add_device_option(parser)
+    add_chart_format_option(parser)
     parser.add_argument("--configs", default=",".join(CONFIGURATION_NAMES),
                         help="comma-separated subset of: " + ", ".join(CONFIGURATION_NAMES))
     parser.set_defaults(run=run)
@@ -42,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
             spec, which = ModelSpec(str(args.model)), f"model {args.model}"
         else:
             spec, which = default_spec()
+        args.device = str(resolve_device(args.device))  # 'auto' -> cpu or cuda:0, as the lab records it
         configs = tuple(name.strip() for name in args.configs.split(",") if name.strip())
         request = LabRequest(spec, size=args.size, repeats=args.repeats, device=args.device, threads=args.threads,
                              configurations=configs)
@@ -65,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(table_rows(result), ["configuration", "peak", "x no_grad peak", "seconds", "x no_grad time"]))
     print()
     print("\n".join(explanation(result)))
-    for path in write_lab(result, args.out):
+    for path in write_lab(result, args.out, chart_format=args.chart_format):
         print(f"written {path}")
     failed = [r for r in result.rows if "error" in r]
     return 1 if failed or result.profile_error else 0

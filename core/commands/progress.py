@@ -1,14 +1,28 @@
-"""A small text progress bar for the CLI: count, rate, ETA; plain lines when not a terminal."""
+"""CLI progress on stderr: a `rich` progress bar on a terminal, plain lines (every few seconds) otherwise.
+
+A log file or a pipe gets readable lines such as `batch 12/40 3.10 img/s ETA 00:09 NAME`, never
+carriage returns or escape codes. Lines printed while a bar is shown (`print_above`, `JobProgress.note`)
+go above it and the bar is redrawn below.
+"""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import TextIO
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from rich.text import Text
+
 from ..events import JobEvent
+
+PLAIN_EVERY_S = 5.0  # seconds between plain progress lines (not a terminal)
 
 
 class ProgressBar:
+    """Counts items towards `total` (None: unknown); shows count, rate and ETA on `stream` (default stderr)."""
+
     def __init__(self, total: int | None, label: str = "", unit: str = "it", stream: TextIO | None = None) -> None:
         self.total = total
         self.label = label
@@ -16,48 +30,63 @@ class ProgressBar:
         self.stream = stream or sys.stderr
         self.count = 0
         self.start = time.perf_counter()
-        self._last_draw = 0.0
-        self._interactive = self.stream.isatty()
+        self._last_line = 0.0
+        self._lock = threading.Lock()
+        self._console = Console(file=self.stream, highlight=False, soft_wrap=True)
+        self.interactive = self._console.is_terminal and not self._console.is_dumb_terminal
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        if self.interactive:
+            self._progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"), TextColumn("ETA"), TimeRemainingColumn(),
+                TextColumn("{task.fields[postfix]}"),
+                console=self._console, transient=False, redirect_stdout=False, redirect_stderr=False,
+            )
+            self._task = self._progress.add_task(label, total=total, rate="", postfix="")
+            self._progress.start()
 
     def update(self, n: int = 1, postfix: str = "") -> None:
-        self.count += n
-        now = time.perf_counter()
-        finished = self.total is not None and self.count >= self.total
-        if finished or now - self._last_draw >= (0.2 if self._interactive else 5.0):
-            self._last_draw = now
-            self._draw(postfix)
+        """`n` more items done; `postfix` is shown after the bar (e.g. the file just finished)."""
+        with self._lock:
+            self.count += n
+            rate = f"{self._rate():.2f} {self.unit}/s"
+            if self._progress is not None and self._task is not None:
+                self._progress.update(self._task, advance=n, rate=rate, postfix=postfix)
+                return
+            now = time.perf_counter()
+            finished = self.total is not None and self.count >= self.total
+            if finished or now - self._last_line >= PLAIN_EVERY_S:
+                self._last_line = now
+                self.stream.write(self._plain_line(postfix) + "\n")
+                self.stream.flush()
 
-    def _draw(self, postfix: str) -> None:
+    def _rate(self) -> float:
         elapsed = time.perf_counter() - self.start
-        rate = self.count / elapsed if elapsed > 0 else 0.0
+        return self.count / elapsed if elapsed > 0 else 0.0
+
+    def _plain_line(self, postfix: str) -> str:
+        rate = self._rate()
         if self.total:
-            fraction = min(self.count / self.total, 1.0)
-            bar = "#" * int(24 * fraction) + "-" * (24 - int(24 * fraction))
             eta = (self.total - self.count) / rate if rate > 0 else float("nan")
-            text = f"{self.label} [{bar}] {self.count}/{self.total} {rate:.2f} {self.unit}/s ETA {_clock(eta)}"
+            text = f"{self.label} {self.count}/{self.total} {rate:.2f} {self.unit}/s ETA {_clock(eta)}"
         else:
             text = f"{self.label} {self.count} {rate:.2f} {self.unit}/s"
-        if postfix:
-            text += f" {postfix}"
-        if self._interactive:
-            self.stream.write("\r\x1b[2K" + text)
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+        return f"{text} {postfix}" if postfix else text
 
     def print_above(self, message: str, stream: TextIO | None = None) -> None:
-        """Print a line where the bar is, then redraw the bar under it (on a terminal)."""
-        if self._interactive:
-            self.stream.write("\r\x1b[2K")
-            self.stream.flush()
-        print(message, file=stream or sys.stdout, flush=True)
-        if self._interactive and self.count:
-            self._draw("")
+        """Print a line (on `stream`, default stdout); on a terminal it goes above the bar."""
+        target = stream or sys.stdout
+        if self._progress is not None and target.isatty():
+            self._progress.console.print(Text(message))
+        else:
+            print(message, file=target, flush=True)
 
     def close(self) -> None:
-        if self._interactive:
-            self.stream.write("\n")
-            self.stream.flush()
+        """Leave the final bar (terminal) in place; later updates still count but draw nothing new."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
 
 
 class JobProgress:

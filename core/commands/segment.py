@@ -18,13 +18,17 @@ from .common import (
     memory_logging,
     report_error,
 )
+from .options import HELP_FORMATTER, add_overlay_options, add_probs_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("segment", help="segment image files", description=__doc__)
-    parser.add_argument("images", nargs="+", type=Path, metavar="IMAGE")
+    parser = sub.add_parser("segment", help="segment image files", description=__doc__,
+                            formatter_class=HELP_FORMATTER)
+    parser.add_argument("images", nargs="+", type=Path, metavar="IMAGE",
+                        help="image files (PNG, JPEG, TIFF 8/16-bit, BMP, ...); each gets NAME_labels.png")
     parser.add_argument("--out", type=Path, required=True, help="output folder (created if missing)")
-    parser.add_argument("--no-overlay", action="store_true", help="write only NAME_labels.png")
+    add_overlay_options(parser)
+    add_probs_option(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace existing outputs that no `leanseg segment` wrote (default: refuse them; "
                              "inputs are never overwritten)")
@@ -35,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        segmenter = build_segmenter(args)
+        segmenter = build_segmenter(args, want_probs=args.probs)
     except CommandError as err:
         return report_error(err)
     print(describe_segmenter(segmenter))
@@ -51,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         with cancel_on_sigint() as cancel, memory_logging(args.memory_log, segmenter.device, show) as on_event:
-            summary = segment_files(list(args.images), args.out, segmenter, write_overlay=not args.no_overlay,
+            summary = segment_files(list(args.images), args.out, segmenter, write_overlay=args.overlay,
+                                    overlay_alpha=args.alpha, write_probs=args.probs,
                                     overwrite=args.overwrite, cancel=cancel, on_event=on_event)
     except (CommandError, ManifestError) as err:  # ManifestError: FolderBusyError, another run writes --out
         return report_error(err)

@@ -10,29 +10,31 @@ from ..assets import assets_dir
 from ..train.dataset import DatasetError
 from ..train.options import MODEL_KINDS, PRECISIONS, TrainConfig
 from .common import report_error
+from .options import HELP_FORMATTER, add_device_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     defaults = TrainConfig(data_dir="", spec_path="", out_dir="")
-    p = sub.add_parser("train", help="train a model on image/label pairs", description=__doc__)
+    p = sub.add_parser("train", help="train a model on image/label pairs", description=__doc__,
+                       formatter_class=HELP_FORMATTER)
     p.add_argument("--data", type=Path, required=True, help="folder with train.txt/val.txt or split/images+labels")
     p.add_argument("--spec", type=Path, default=assets_dir() / "datasets" / "camvid.json",
                    help="dataset spec JSON (class names, colours, ignore index); default: CamVid's")
     p.add_argument("--out", type=Path, required=True, help="run folder (resume state, best checkpoint)")
-    p.add_argument("--model", choices=MODEL_KINDS, default=defaults.model)
+    p.add_argument("--model", choices=MODEL_KINDS, default=defaults.model, help="architecture")
     p.add_argument("--width", type=float, default=defaults.width, help=f"default {defaults.width}")
     p.add_argument("--epochs", type=int, default=defaults.epochs, help=f"default {defaults.epochs}")
-    p.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    p.add_argument("--crop", type=int, nargs=2, default=defaults.crop, metavar=("H", "W"))
-    p.add_argument("--lr", type=float, default=defaults.lr)
-    p.add_argument("--precision", choices=PRECISIONS, default=defaults.precision)
+    p.add_argument("--batch-size", type=int, default=defaults.batch_size, help="images per step")
+    p.add_argument("--crop", type=int, nargs=2, default=defaults.crop, metavar=("H", "W"), help="training crop")
+    p.add_argument("--lr", type=float, default=defaults.lr, help="peak learning rate (one-cycle schedule)")
+    p.add_argument("--precision", choices=PRECISIONS, default=defaults.precision, help="training precision")
     p.add_argument("--checkpointing", action="store_true",
                    help="activation checkpointing of the blocks a cost model picks (estimated peak 0.45x plain)")
-    p.add_argument("--seed", type=int, default=defaults.seed)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--val-every", type=int, default=defaults.val_every)
-    p.add_argument("--limit-images", type=int, default=0, help="use only the first N training pairs")
+    p.add_argument("--seed", type=int, default=defaults.seed, help="random seed (weights, crops, order)")
+    add_device_option(p)
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's choice)")
+    p.add_argument("--val-every", type=int, default=defaults.val_every, help="validate every N epochs")
+    p.add_argument("--limit-images", type=int, default=0, help="use only the first N training pairs (0: all)")
     p.add_argument("--train-splits", default=None,
                    help="comma-separated splits to train on (default train; train,val with --holdout-sequence)")
     p.add_argument("--val-split", default=defaults.val_split,
@@ -44,13 +46,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jitter", type=float, default=defaults.jitter, help=f"colour jitter (default {defaults.jitter})")
     p.add_argument("--class-weighting", type=float, default=defaults.class_weighting,
                    help=f"exponent on median-frequency class weights (default {defaults.class_weighting})")
-    p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
+    p.add_argument("--weight-decay", type=float, default=defaults.weight_decay, help="AdamW weight decay")
     p.add_argument("--ema", type=float, default=defaults.ema_decay, metavar="DECAY",
                    help="keep an EMA of the weights with this decay (e.g. 0.998); it is validated and exported")
-    p.add_argument("--label-smoothing", type=float, default=defaults.label_smoothing)
+    p.add_argument("--label-smoothing", type=float, default=defaults.label_smoothing, help="of the cross-entropy")
     p.add_argument("--finetune-full-epochs", type=int, default=defaults.finetune_full_epochs, metavar="N",
                    help="the last N epochs train on full-size crops (--full-crop) at scale 1")
-    p.add_argument("--full-crop", type=int, nargs=2, default=defaults.full_crop, metavar=("H", "W"))
+    p.add_argument("--full-crop", type=int, nargs=2, default=defaults.full_crop, metavar=("H", "W"),
+                   help="crop of the --finetune-full-epochs")
     p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
     p.add_argument("--export", type=Path, default=None, help="copy the best checkpoint here at the end")
     p.set_defaults(run=run)

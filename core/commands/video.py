@@ -1,7 +1,9 @@
 """`leanseg video IN --out OUT.mp4`: segment a video frame by frame into an overlay video.
 
 Also writes OUT.csv (per-frame class fractions) unless --no-csv, and per-frame label PNGs with
---labels-dir. The output is finalised on Ctrl-C too: it then holds the frames done so far.
+--labels-dir; with --no-overlay no video is written, only those. The output is the input's size
+(.avi keeps odd sizes; other types add one column/row to reach an even size and say so). It is
+finalised on Ctrl-C too: it then holds the frames done so far.
 """
 from __future__ import annotations
 
@@ -23,23 +25,24 @@ from .common import (
     memory_logging,
     report_error,
 )
+from .options import HELP_FORMATTER, add_overlay_options
 from .progress import JobProgress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("video", help="segment a video into an overlay video", description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=HELP_FORMATTER)
     parser.add_argument("input", type=Path, metavar="IN", help="video file (MP4, MOV, AVI, MKV, ...)")
     parser.add_argument("--out", type=Path, required=True, metavar="OUT",
-                        help=f"output video ({', '.join(WRITER_CODECS)})")
+                        help=f"output video ({', '.join(WRITER_CODECS)}); also names OUT.csv")
     parser.add_argument("--labels-dir", type=Path, default=None, metavar="DIR",
                         help="also write one labels PNG per segmented frame here")
     parser.add_argument("--every", type=int, default=1, metavar="N",
-                        help="segment every Nth frame; the output then plays at fps/N (default 1)")
+                        help="segment every Nth frame; the output then plays at fps/N")
     parser.add_argument("--csv", type=Path, default=None, metavar="PATH",
                         help="per-frame class fractions (default: OUT with .csv)")
     parser.add_argument("--no-csv", action="store_true", help="do not write the class-fraction CSV")
-    parser.add_argument("--alpha", type=float, default=0.5, help="overlay opacity 0..1 (default 0.5)")
+    add_overlay_options(parser, what="the overlay video OUT (--no-overlay: only OUT.csv and --labels-dir PNGs)")
     add_inference_options(parser)
     add_memory_log_option(parser)
     parser.set_defaults(run=run)
@@ -52,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
             labels_dir=args.labels_dir,
             csv_path=None if args.no_csv else (args.csv or args.out.with_suffix(".csv")),
             alpha=args.alpha,
+            write_video=args.overlay,
         )
         segmenter = build_segmenter(args)
     except (CommandError, ValueError) as err:

@@ -2,7 +2,9 @@
 
 Frames go to a hidden sibling file; `close()` (run by `with`, also on cancel or error) finishes
 the container (an MP4's index is written last) and renames it into place, so whatever was
-written stays playable. A writer that got no frame leaves no file at all.
+written stays playable. A writer that got no frame leaves no file at all. Odd frame sizes: `.avi`
+keeps them (OpenCV's own MJPEG writer); FFmpeg's codecs need even sizes, so other types get one
+repeated column/row, and `padding_note` says so.
 """
 from __future__ import annotations
 
@@ -14,6 +16,15 @@ import numpy as np
 
 # Output suffix -> FourCC this OpenCV build can encode (pip wheels have no H.264 encoder).
 WRITER_CODECS: dict[str, str] = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".mkv": "mp4v", ".avi": "MJPG"}
+# OpenCV's own MJPEG/AVI writer keeps any frame size; through FFmpeg, OpenCV rounds odd sizes down to even.
+_OWN_WRITER = {".avi": cv2.CAP_OPENCV_MJPEG}
+
+
+def encoded_size(suffix: str, width: int, height: int) -> tuple[int, int]:
+    """The (width, height) a video of this type is encoded at: the frame's, or padded up to even for FFmpeg."""
+    if suffix.lower() in _OWN_WRITER:
+        return width, height
+    return width + width % 2, height + height % 2
 
 
 class VideoWriteError(Exception):
@@ -43,10 +54,12 @@ class VideoWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.partial_path = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
         self.fps = fps
-        self.size = (width, height)
+        self.size = (width, height)  # of the frames given to write()
+        self.encoded_size = encoded_size(self.path.suffix, width, height)  # of the frames in the file
         self.frames_written = 0
+        backend = _OWN_WRITER.get(self.path.suffix.lower(), cv2.CAP_FFMPEG)
         self._writer: cv2.VideoWriter | None = cv2.VideoWriter(
-            str(self.partial_path), cv2.VideoWriter.fourcc(*codec), fps, self.size
+            str(self.partial_path), backend, cv2.VideoWriter.fourcc(*codec), fps, self.encoded_size
         )
         if not self._writer.isOpened():
             self._writer = None
@@ -62,8 +75,21 @@ class VideoWriter:
         if rgb.shape != (height, width, 3) or rgb.dtype != np.uint8:
             raise VideoWriteError(self.path, f"frame {self.frames_written} is {rgb.shape} {rgb.dtype}; "
                                   f"expected ({height}, {width}, 3) uint8")
-        self._writer.write(cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+        pad_right, pad_bottom = self.encoded_size[0] - width, self.encoded_size[1] - height
+        bgr = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
+        if pad_right or pad_bottom:  # the codec needs even sizes: repeat the last column / row
+            bgr = cv2.copyMakeBorder(bgr, 0, pad_bottom, 0, pad_right, cv2.BORDER_REPLICATE)
+        self._writer.write(bgr)
         self.frames_written += 1
+
+    @property
+    def padding_note(self) -> str:
+        """'' when the file holds frames of the given size, else a sentence saying how they were padded."""
+        if self.encoded_size == self.size:
+            return ""
+        (width, height), (out_w, out_h) = self.size, self.encoded_size
+        return (f"{self.path.name} is {out_w}x{out_h}: this codec needs even sizes, so the {width}x{height} frames "
+                "got their last column/row repeated (write .avi to keep the exact size)")
 
     def close(self) -> Path | None:
         """Finish the container and move it into place; the output path, or None if no frame was written."""

@@ -60,7 +60,7 @@ def write_outputs(task: ImageTask, read: ReadInput, result: Segmentation,
         if kind == "labels":
             data = encode_png(result.labels)  # (H, W) uint8 class indices
         elif kind == "overlay":
-            data = encode_png(overlay(to_rgb8(read.image), result.labels, class_colours, alpha=0.5))
+            data = encode_png(overlay(to_rgb8(read.image), result.labels, class_colours, alpha=task.overlay_alpha))
         elif kind == "probs":
             if result.probs is None:
                 raise ValueError(f"{task.source}: probabilities were asked for but the segmenter returned none")

@@ -23,6 +23,7 @@ class BatchSettings:
     out_dir: Path  # outputs mirror in_dir's sub-folders here; created if missing
     recursive: bool = False  # also walk sub-folders (hidden ones and out_dir excluded)
     write_overlay: bool = False  # NAME_overlay.png: class colours over the image
+    overlay_alpha: float = 0.5  # opacity of the class colours in overlays, 0..1
     write_probs: bool = False  # NAME_probs.npy: (K, H, W) float16 class probabilities
     overwrite: bool = False  # ignore the manifest and replace existing outputs
     suffixes: tuple[str, ...] = IMAGE_SUFFIXES  # file extensions taken as images (any case)
@@ -38,6 +39,8 @@ class BatchSettings:
                              "so inputs and outputs never mix")
         if self.prefetch < 1:
             raise ValueError(f"prefetch must be at least 1 image, got {self.prefetch}")
+        if not 0.0 <= self.overlay_alpha <= 1.0:
+            raise ValueError(f"overlay alpha must be from 0 to 1, got {self.overlay_alpha}")
 
     @property
     def output_kinds(self) -> tuple[str, ...]:
@@ -54,6 +57,7 @@ class ImageTask:
     outputs: dict[str, str] = field(hash=False)  # kind -> path relative to out_dir
     replaceable: frozenset[str] = frozenset()  # outputs that may be replaced (ours, or --overwrite)
     forbidden: frozenset[str] = frozenset()  # outputs that are inputs of this batch: never written
+    overlay_alpha: float = 0.5  # opacity of the class colours in the overlay
 
     def output_path(self, kind: str) -> Path:
         return self.out_dir / self.outputs[kind]
@@ -118,7 +122,7 @@ def plan_batch(settings: BatchSettings, manifest: Manifest) -> BatchPlan:
             outputs = {kind: output_file_name(stem_at_level(key, 2), kind) for kind in kinds}
         replaceable = frozenset(rel for rel in outputs.values() if settings.overwrite or manifest.owns(rel, key))
         forbidden = frozenset(rel for rel in outputs.values() if (settings.out_dir / rel).resolve() in inputs)
-        tasks.append(ImageTask(path, key, settings.out_dir, outputs, replaceable, forbidden))
+        tasks.append(ImageTask(path, key, settings.out_dir, outputs, replaceable, forbidden, settings.overlay_alpha))
     return BatchPlan(tasks, finished, len(paths), damaged)
 
 

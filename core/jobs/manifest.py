@@ -187,10 +187,12 @@ def _parse_snapshot(data: Any) -> tuple[dict[str, ImageRecord], dict[str, list[s
 
 
 def summary_csv(records: dict[str, ImageRecord], class_names: tuple[str, ...]) -> str:
-    """One row per input, sorted by path: size, time, peak memory, class shares, status, error."""
+    """One row per input, sorted by path: size, time, peak memory, class shares, status, error.
+
+    A plain CSV (one header row, units in the column names) that csv.DictReader, pandas and spreadsheets open."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["file", "width", "height", "seconds", "peak_bytes",
+    writer.writerow(["file", "width_px", "height_px", "time_s", "peak_bytes",
                      *(f"fraction {name}" for name in class_names), "status", "error"])
     for key in sorted(records):
         record = records[key]

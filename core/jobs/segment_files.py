@@ -1,16 +1,19 @@
 """The `segment` job: a list of image files -> labels (and overlay) PNGs in a folder."""
 from __future__ import annotations
 
+import io
 import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ..engine.oom import OutOfMemory
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event
 from ..io.images import ImageReadError, read_image, to_rgb8
 from ..io.output_names import output_file_name, output_stems
-from ..io.outputs import overlay, write_png
+from ..io.outputs import atomic_write_bytes, overlay, write_png
 from ..memory import format_bytes
 from ..predict import Segmenter
 from .folder_lock import FolderLock
@@ -68,6 +71,8 @@ def segment_files(
     segmenter: Segmenter,
     *,
     write_overlay: bool = True,
+    overlay_alpha: float = 0.5,
+    write_probs: bool = False,
     overwrite: bool = False,
     cancel: threading.Event | None = None,
     on_event: EventSink = ignore_event,
@@ -77,10 +82,13 @@ def segment_files(
     Outputs are named by `io.output_names`. No output is ever written over an input; an existing file
     is replaced only if a `leanseg segment` run wrote it (the folder's ledger) or `overwrite`. Holds
     the output folder's lock (FolderBusyError if another run writes there)."""
+    wanted = _Wanted(write_overlay, overlay_alpha, write_probs)
+    if write_probs and not segmenter.options.want_probs:
+        raise ValueError("write_probs needs a Segmenter made with InferenceOptions(want_probs=True)")
     with FolderLock(out_dir, on_note=lambda note: on_event(JobEvent("warning", note))):
         ledger = SegmentLedger(out_dir)
         try:
-            return _segment_all(paths, out_dir, segmenter, write_overlay, _OutputGuard(paths, ledger, overwrite),
+            return _segment_all(paths, out_dir, segmenter, wanted, _OutputGuard(paths, ledger, overwrite),
                                 cancel, on_event)
         finally:
             ledger.close()
@@ -108,7 +116,16 @@ class _OutputGuard:
             self.ledger.add(target.name, source.resolve())
 
 
-def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, write_overlay: bool, guard: _OutputGuard,
+@dataclass(frozen=True)
+class _Wanted:
+    """The outputs besides NAME_labels.png."""
+
+    overlay: bool  # NAME_overlay.png
+    alpha: float  # overlay opacity of the class colours
+    probs: bool  # NAME_probs.npy, (K, H, W) float16
+
+
+def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, wanted: _Wanted, guard: _OutputGuard,
                  cancel: threading.Event | None, on_event: EventSink) -> JobSummary:
     summary = JobSummary()
     count = len(paths)
@@ -119,7 +136,7 @@ def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, write_o
             on_event(JobEvent("cancelled", "cancelled", index=index, count=count))
             break
         try:
-            result = _segment_one(path, out_dir, stem, segmenter, write_overlay, guard, cancel, on_event)
+            result = _segment_one(path, out_dir, stem, segmenter, wanted, guard, cancel, on_event)
         except JobCancelled:
             summary.cancelled = True
             on_event(JobEvent("cancelled", f"cancelled during {path}", index=index, count=count))
@@ -149,7 +166,7 @@ def _segment_one(
     out_dir: Path,
     stem: str,
     segmenter: Segmenter,
-    write_overlay: bool,
+    wanted: _Wanted,
     guard: _OutputGuard,
     cancel: threading.Event | None,
     on_event: EventSink,
@@ -157,6 +174,9 @@ def _segment_one(
     if is_large_tiff(path):  # an uncompressed TIFF this big is segmented from a memory map, tile by tile
         labels_tif = out_dir / f"{stem}_labels.tif"
         guard.check(path, [labels_tif])
+        if wanted.overlay or wanted.probs:
+            on_event(JobEvent("info", f"{path.name}: segmented tile by tile from disk, so only its labels TIFF "
+                              "is written (no overlay or probabilities)", path=str(path)))
         guard.claim(path, [labels_tif])
         large = segment_large_tiff(path, labels_tif, segmenter, cancel=cancel, on_event=on_event)
         return FileResult(path, ok=True, outputs=[large.labels_path], seconds=large.seconds,
@@ -164,7 +184,8 @@ def _segment_one(
                           height=large.height, device=large.device)
     labels_path = out_dir / output_file_name(stem, "labels")
     overlay_path = out_dir / output_file_name(stem, "overlay")
-    targets = [labels_path, overlay_path] if write_overlay else [labels_path]
+    probs_path = out_dir / output_file_name(stem, "probs")
+    targets = [labels_path] + ([overlay_path] if wanted.overlay else []) + ([probs_path] if wanted.probs else [])
     guard.check(path, targets)  # before reading or inference
     image = read_image(path)
     if image.note:  # e.g. rotated as its EXIF orientation says
@@ -172,9 +193,13 @@ def _segment_one(
     result = segmenter.segment(image, cancel=cancel, on_event=on_event)
     guard.claim(path, targets)
     outputs = [write_png(labels_path, result.labels)]
-    if write_overlay:
-        blended = overlay(to_rgb8(image), result.labels, segmenter.info.class_colours, alpha=0.5)
+    if wanted.overlay:
+        blended = overlay(to_rgb8(image), result.labels, segmenter.info.class_colours, alpha=wanted.alpha)
         outputs.append(write_png(overlay_path, blended))
+    if wanted.probs and result.probs is not None:
+        buffer = io.BytesIO()
+        np.save(buffer, result.probs.astype(np.float16))  # (K, H, W)
+        outputs.append(atomic_write_bytes(probs_path, buffer.getvalue()))
     return FileResult(path, ok=True, outputs=outputs, seconds=result.seconds, peak_bytes=result.peak_bytes,
                       start_bytes=result.start_bytes, width=image.width, height=image.height, device=result.device)
 

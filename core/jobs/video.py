@@ -27,8 +27,9 @@ DEFAULT_FPS = 25.0  # output frame rate when the input's container does not say
 class VideoJobOptions:
     every: int = 1  # segment every Nth frame; the output holds those frames at fps / every
     labels_dir: Path | None = None  # also write <stem>_<frame:06d>_labels.png per segmented frame
-    csv_path: Path | None = None  # per-frame class fractions (frame, time_s, one column per class)
+    csv_path: Path | None = None  # per-frame class fractions (frame_index, time_s, "fraction NAME" per class)
     alpha: float = 0.5  # overlay opacity of the class colours
+    write_video: bool = True  # the overlay video; False: only the CSV and label PNGs
     prefetch: int = 4  # frames decoded ahead of inference, and queued behind it for writing
 
     def __post_init__(self) -> None:
@@ -38,6 +39,8 @@ class VideoJobOptions:
             raise ValueError(f"alpha must be in 0..1, got {self.alpha}")
         if self.prefetch < 1:
             raise ValueError(f"prefetch must be >= 1, got {self.prefetch}")
+        if not self.write_video and self.csv_path is None and self.labels_dir is None:
+            raise ValueError("nothing to write: no overlay video, no CSV and no label PNGs; keep one of them")
 
 
 @dataclass
@@ -77,11 +80,11 @@ def segment_video(
 ) -> VideoJobSummary:
     """Segment a video into an overlay video; raises VideoReadError/VideoWriteError for bad paths.
 
-    Frames are (H, W, 3) uint8 RGB; labels (H, W) uint8. Events: start, frame (index k of count,
-    data fps), warning (input stopped early), cancelled, done.
+    Frames are (H, W, 3) uint8 RGB; labels (H, W) uint8. Events: start, info (the output is padded to
+    an even size), frame (index k of count, data fps), warning (input stopped early), cancelled, done.
     """
     input_path, output_path = Path(input_path), Path(output_path)
-    if output_path.exists() and output_path.resolve() == input_path.resolve():
+    if options.write_video and output_path.exists() and output_path.resolve() == input_path.resolve():
         raise VideoWriteError(output_path, "is the input video; choose another --out")
     with VideoReader(input_path, every=options.every, prefetch=options.prefetch) as reader:
         info = reader.info
@@ -91,6 +94,8 @@ def segment_video(
         sink = _open_sink(output_path, out_fps, info, segmenter, options, output_stem(input_path))
         on_event(JobEvent("start", f"{input_path.name}: {info.describe()}, on {segmenter.device}",
                           count=summary.frames_expected, path=str(input_path)))
+        if sink.writer is not None and sink.writer.padding_note:
+            on_event(JobEvent("info", sink.writer.padding_note, path=str(output_path)))
         start = time.perf_counter()
         try:
             _run_frames(reader, sink, segmenter, summary, start, cancel, on_event)
@@ -112,7 +117,7 @@ def segment_video(
 
 def _open_sink(output_path: Path, fps: float, info: VideoInfo, segmenter: Segmenter, options: VideoJobOptions,
                stem: str) -> SegmentedFrameSink:
-    writer = VideoWriter(output_path, fps, info.width, info.height)
+    writer = VideoWriter(output_path, fps, info.width, info.height) if options.write_video else None
     try:
         csv = None
         if options.csv_path is not None:
@@ -121,7 +126,8 @@ def _open_sink(output_path: Path, fps: float, info: VideoInfo, segmenter: Segmen
                                   labels_dir=options.labels_dir, labels_stem=stem, csv=csv,
                                   queue_size=options.prefetch)
     except BaseException:
-        writer.close()
+        if writer is not None:
+            writer.close()
         raise
 
 

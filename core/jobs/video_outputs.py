@@ -23,7 +23,7 @@ _END = object()
 
 
 class ClassFractionsCsv:
-    """frame,time_s,<class>... rows of per-frame pixel fractions, renamed into place on close."""
+    """A plain CSV, `frame_index,time_s,fraction <class>...`: per-frame pixel shares, renamed into place on close."""
 
     def __init__(self, path: Path, class_names: Sequence[str]) -> None:
         self.path = path
@@ -31,7 +31,8 @@ class ClassFractionsCsv:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.partial_path = path.with_name(f".{path.name}.partial")
         self._handle = self.partial_path.open("w", encoding="utf-8", newline="")
-        self._handle.write(",".join(["frame", "time_s", *(_csv_field(name) for name in class_names)]) + "\n")
+        header = ["frame_index", "time_s", *(_csv_field(f"fraction {name}") for name in class_names)]
+        self._handle.write(",".join(header) + "\n")
         self.rows = 0
 
     def add(self, frame_index: int, seconds: float, labels: np.ndarray) -> None:
@@ -53,11 +54,12 @@ def _csv_field(text: str) -> str:
 
 
 class SegmentedFrameSink:
-    """Consumes (VideoFrame, labels (H, W) uint8) on a thread: overlay -> video, optional PNG and CSV row."""
+    """Consumes (VideoFrame, labels (H, W) uint8) on a thread: overlay -> video (unless `writer` is None),
+    optional PNG and CSV row."""
 
     def __init__(
         self,
-        writer: VideoWriter,
+        writer: VideoWriter | None,
         colours: Sequence[Sequence[int]],
         *,
         alpha: float,
@@ -109,7 +111,8 @@ class SegmentedFrameSink:
                 self.error = err
 
     def _write_one(self, frame: VideoFrame, labels: np.ndarray) -> None:
-        self.writer.write(overlay(frame.rgb, labels, self.colours, self.alpha))
+        if self.writer is not None:
+            self.writer.write(overlay(frame.rgb, labels, self.colours, self.alpha))
         if self.labels_dir is not None:
             write_png(self.labels_dir / frame_labels_name(self.labels_stem, frame.index), labels)
             self.label_files += 1
@@ -121,7 +124,7 @@ class SegmentedFrameSink:
         self._queue.put(_END)
         self._thread.join()
         try:
-            output = self.writer.close()
+            output = self.writer.close() if self.writer is not None else None
         finally:
             if self.csv is not None:
                 self.csv.close()

@@ -81,7 +81,7 @@ def test_bad_inputs_are_recorded_and_skipped_the_rest_segmented(tmp_path: Path, 
     assert _snapshot(inputs) == before  # inputs untouched
 
     rows = (tmp_path / "out" / "summary.csv").read_text().splitlines()
-    assert rows[0].startswith("file,width,height,seconds,peak_bytes,fraction class 0")
+    assert rows[0].startswith("file,width_px,height_px,time_s,peak_bytes,fraction class 0")
     assert len(rows) == 8 and any(r.startswith("empty.png,") and "error" in r for r in rows)
     ok_row = next(r for r in rows if r.startswith("deep.tif,")).split(",")
     assert ok_row[1:3] == ["56", "40"] and abs(sum(float(x) for x in ok_row[5:9]) - 1.0) < 1e-4

@@ -32,5 +32,5 @@ def test_a_failed_file_exits_1_and_memory_log_is_written(tmp_path: Path, tiny_ch
     assert result.returncode == 1, result.stderr
     assert "1 segmented now" in result.stdout and "1 failed" in result.stdout
     assert "bad.jpg" in result.stderr and "not an image" in result.stderr
-    assert log.read_text().startswith("# leanseg memory log")
+    assert log.read_text().startswith("time_s,allocated_bytes,") and log.with_suffix(".json").is_file()
     assert (tmp_path / "out" / "good_labels.png").exists()

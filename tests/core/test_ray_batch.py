@@ -33,7 +33,7 @@ from .manifest_samples import recorded_ok  # noqa: E402
 
 IMAGES = 40
 BROKEN = "broken.png"  # one unreadable input: recorded as failed on both paths, never fatal
-TIMING_COLUMNS = ("seconds", "peak_bytes")  # differ between any two runs, local or not
+TIMING_COLUMNS = ("time_s", "peak_bytes")  # differ between any two runs, local or not
 
 
 @pytest.fixture(scope="module")

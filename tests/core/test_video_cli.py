@@ -27,7 +27,8 @@ def test_video_command_writes_video_csv_and_label_pngs(tmp_path: Path, tiny_chec
     assert len((tmp_path / "out" / "seg.csv").read_text().splitlines()) == 1 + 4
     assert sorted(p.name for p in (tmp_path / "labels").iterdir()) == [
         f"in_{k:06d}_labels.png" for k in (0, 2, 4, 6)]
-    assert "memory log" in result.stdout and (tmp_path / "memory.csv").read_text().startswith("# leanseg memory log")
+    assert "memory log" in result.stdout and (tmp_path / "memory.csv").read_text().startswith("time_s,allocated_bytes,")
+    assert (tmp_path / "memory.json").is_file()  # the log's metadata, beside it
 
 
 def test_video_command_errors_name_the_file(tmp_path: Path, tiny_checkpoint: Path) -> None:

@@ -57,7 +57,7 @@ def test_video_job_writes_overlay_video_labels_and_csv(tmp_path: Path, segmenter
 
     with (tmp_path / "out.csv").open() as handle:
         rows = list(csv.reader(handle))
-    assert rows[0] == ["frame", "time_s", *segmenter.info.class_names]
+    assert rows[0] == ["frame_index", "time_s", *(f"fraction {n}" for n in segmenter.info.class_names)]
     assert [int(r[0]) for r in rows[1:]] == list(range(6))
     assert [float(r[1]) for r in rows[1:]] == pytest.approx([k / 10 for k in range(6)])
     fractions = np.array([[float(x) for x in r[2:]] for r in rows[1:]])
