@@ -1,38 +1,54 @@
-# Two commands: `make run` opens the app, `make test` runs everything CI runs.
-# TORCH_SPEC picks the torch build; the default is the CPU wheel. For CUDA, e.g.:
-#   make run TORCH_SPEC=torch==2.13.0 TORCH_INDEX=https://download.pytorch.org/whl/cu126
+# `make run` installs what the app needs and opens it; `make test` adds the test tools (dev extra, and
+# Ray for the cluster tests) and runs everything CI runs.
+# TORCH_SPEC / TORCH_INDEX pick the torch build; the default is the CPU wheel. To change the build of an
+# existing .venv (e.g. to CUDA), one command reinstalls torch:
+#   make torch TORCH_INDEX=https://download.pytorch.org/whl/cu126
 PYTHON ?= python3.11
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+APP_STAMP := $(VENV)/.installed-app
+TEST_STAMP := $(VENV)/.installed-test
+PIP_TORCH = $(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 
-.PHONY: run test lint venv clean
+.PHONY: run test lint venv torch clean
 
-$(STAMP): pyproject.toml Makefile
+$(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON); set PYTHON=python3.x"; exit 1; }
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PIP_TORCH)
+
+$(APP_STAMP): pyproject.toml Makefile | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(TEST_STAMP): $(APP_STAMP)
 	$(BIN)/python -m pip install -q -e ".[dev,cluster]"
-	touch $(STAMP)
+	touch $@
 
-venv: $(STAMP)
+venv: $(APP_STAMP)
 
-run: $(STAMP)
+# Replace torch in an existing .venv by the build TORCH_SPEC/TORCH_INDEX name (CPU <-> CUDA): the old
+# build is removed first, so pip cannot call it "already satisfied" (2.13.0+cpu satisfies torch==2.13.0).
+torch: | $(BIN)/python
+	$(BIN)/python -m pip uninstall -q -y torch
+	$(PIP_TORCH)
+	$(BIN)/python -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda or 'none', \
+		'available' if torch.cuda.is_available() else 'not available')"
+
+run: $(APP_STAMP)
 	$(BIN)/leanseg-gui $(firstword $(wildcard assets/samples/*.png))
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy core
 	$(BIN)/lint-imports
 
 test: lint
 	$(BIN)/python -m pytest -q tests/core
-	@# one process per GUI test file: a batch-dialog test followed by a model-load error in the same
-	@# process segfaults inside Qt (open bug, see the note); each file alone passes
-	for f in tests/gui/test_*.py; do QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $$f || exit 1; done
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q tests/gui
 
 clean:
 	rm -rf $(VENV) build *.egg-info

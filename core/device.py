@@ -24,7 +24,7 @@ def resolve_device(name: str) -> torch.device:
             raise ValueError(
                 f"device {name!r} asked for, but CUDA is not available here (torch {torch.__version__}, "
                 f"built {'with' if torch.version.cuda else 'without'} CUDA); use --device cpu, or install "
-                "a CUDA build of torch (make TORCH_INDEX=https://download.pytorch.org/whl/cu126)"
+                "a CUDA build of torch: make torch TORCH_INDEX=https://download.pytorch.org/whl/cu126"
             )
         device = torch.device(name if ":" in name else "cuda:0")
         if device.index is not None and device.index >= torch.cuda.device_count():
