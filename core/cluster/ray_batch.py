@@ -184,12 +184,20 @@ def _connect(ray: Any, address: str | None) -> bool:
 
 
 def _checkpoint_bytes(loaded: LoadedModel) -> bytes:
-    """The checkpoint file's bytes (a model without one is saved to a temporary file first)."""
-    if loaded.path is not None and Path(loaded.path).is_file():
+    """The model as one file's bytes for the actors: a graph model (.pt2/.onnx) as a `.leanseg` bundle, so
+    its card travels with it; a leanseg checkpoint as its file (saved to a temporary file when it has none)."""
+    from ..model.graph_model import GraphModel
+
+    is_graph = isinstance(loaded.model, GraphModel)
+    if not is_graph and loaded.path is not None and Path(loaded.path).is_file():
         return Path(loaded.path).read_bytes()
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="leanseg-model-") as folder:
+        if is_graph:
+            from ..model.bundle import save_bundle
+
+            return save_bundle(loaded, Path(folder) / "model.leanseg").read_bytes()
         return save_checkpoint(Path(folder) / "model.safetensors", loaded.model, loaded.info).read_bytes()
 
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from .ir import FrontendError, dim_size
+from .ir import FrontendError, check_size, dim_size
 
 IR_FILE_VERSION = 1
 
@@ -21,6 +21,7 @@ _FUNCTIONS: dict[str, Any] = {
     "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
     "floordiv": operator.floordiv, "getitem": operator.getitem, "cat": torch.cat, "flatten": torch.flatten,
     "mean": torch.mean, "interpolate": F.interpolate, "pad": F.pad, "dim_size": dim_size,
+    "check_size": check_size,
 }
 _FUNCTION_NAMES = {id(f): name for name, f in _FUNCTIONS.items()}
 
