@@ -77,3 +77,28 @@ def test_thin_marks_keeps_job_boundaries() -> None:
     thinned = thin_marks(marks, limit=30)
     assert len(thinned) <= 30 and thinned[0] == (0.0, "start") and thinned[-1] == (501.0, "done")
     assert np.all(np.diff([t for t, _ in thinned]) > 0)
+
+
+def test_plot_memory_writes_svg_by_suffix_or_format_in_a_real_process(tmp_path: Path) -> None:
+    from leanseg.core.memory import write_memory_csv
+
+    times = np.linspace(0.0, 2.0, 21)
+    series = {"time": times, **{key: (1 + times * 10) * 1e6 for key in ("allocated", "reserved", "peak", "rss")},
+              "engine_live": np.zeros_like(times)}
+    log = write_memory_csv(tmp_path / "memory.csv", series, [(0.5, "start"), (1.5, "done")],
+                           {"device": "cpu", "source": "glibc", "rate_hz": 10.0})
+
+    def plot(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "leanseg.core", "plot-memory", str(log), *args],
+                              capture_output=True, text=True, timeout=120)
+
+    done = plot("--out", str(tmp_path / "by_suffix.svg"))
+    assert done.returncode == 0, done.stderr
+    svg = (tmp_path / "by_suffix.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "memory on cpu (source: glibc)" in svg and "done" in svg
+    done = plot("--out", str(tmp_path / "chart"), "--format", "svg")
+    assert done.returncode == 0 and (tmp_path / "chart.svg").is_file()
+    done = plot("--out", str(tmp_path / "x.png"), "--format", "svg")
+    assert done.returncode == 2 and "ends in .png but --format is svg" in done.stderr
+    done = plot("--out", str(tmp_path / "x.jpg"))
+    assert done.returncode == 2 and "x.jpg: cannot tell the chart type from .jpg" in done.stderr
