@@ -31,6 +31,7 @@ from .options import TrainConfig
 from .state import load_state, save_state
 
 Log = Callable[[str], None]
+LOCATIONS = ("data_dir", "spec_path", "out_dir")  # TrainConfig fields a resume may change
 
 
 def model_for(config: TrainConfig, spec: DatasetSpec) -> nn.Module:
@@ -79,7 +80,7 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
     state_path = out_dir / "last.pt"
     if resume and state_path.is_file():
         state = load_state(state_path)
-        if state["config"] != _config_dict(config):
+        if _training_options(state["config"]) != _training_options(_config_dict(config)):
             raise ValueError(f"{state_path}: this run was started with other options; resume with the same ones")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -160,6 +161,12 @@ def _train_epoch(model: nn.Module, ema: WeightAverage | None, data: PairCache, o
 
 def _config_dict(config: TrainConfig) -> dict:
     return json.loads(json.dumps(asdict(config)))
+
+
+def _training_options(config: dict) -> dict:
+    """The options a resume must repeat: all but where the data, spec and run folder live, so a
+    committed last.pt continues in another checkout."""
+    return {key: value for key, value in config.items() if key not in LOCATIONS}
 
 
 def _model_info(config: TrainConfig, spec: DatasetSpec, epochs: int, miou: float | None, command: str) -> ModelInfo:

@@ -158,3 +158,22 @@ def test_eval_per_sequence_scores_each_sequence_alone(tmp_path: Path, tiny_check
     assert per_sequence["A"]["mean_iou"] == pytest.approx(1.0) and per_sequence["B"]["mean_iou"] == 0.0
     assert per_sequence["B"]["pixel_accuracy"] == 0.0
     assert "| A        |      6 | 1.0000" in result.stdout
+
+
+def test_resume_state_moved_to_another_run_folder_and_data_path_continues(tmp_path: Path) -> None:
+    """A committed last.pt continues in another checkout: paths may differ, training options may not."""
+    data = make_dataset(tmp_path / "data", train=4, val=2)
+    first = subprocess.run(train_args(data, tmp_path / "a", epochs=2) + ["--ema", "0.9"], capture_output=True,
+                           text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "last.pt").write_bytes((tmp_path / "a" / "last.pt").read_bytes())
+    (tmp_path / "moved").symlink_to(data)
+    args = train_args(tmp_path / "moved", tmp_path / "b", epochs=2)
+    args[args.index("--spec") + 1] = str(data / "spec.json")
+    resumed = subprocess.run(args + ["--ema", "0.9", "--resume"], capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming after epoch 2" in resumed.stdout
+    args[args.index("--lr") + 1] = "0.02"
+    refused = subprocess.run(args + ["--ema", "0.9", "--resume"], capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and "other options" in refused.stderr
