@@ -48,9 +48,12 @@ def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | Non
 
 def _input_channels(net: fx.GraphModule) -> int | None:
     """The input's channel count, from the first convolution that reads the input directly."""
+    from ..engine.frontends.ir import check_size
+
     placeholder = next((n for n in net.graph.nodes if n.op == "placeholder"), None)
+    inputs = {placeholder} | {n for n in net.graph.nodes if n.target is check_size}  # check_size passes x on
     for node in net.graph.nodes:
-        if node.op == "call_module" and placeholder in node.all_input_nodes:
+        if node.op == "call_module" and inputs & set(node.all_input_nodes):
             module = net.get_submodule(str(node.target))
             if isinstance(module, torch.nn.Conv2d):
                 return int(module.in_channels)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, fx, nn
 
-from .padding import crop_like, pad_to_multiple
+from . import padding  # called through the module so torch.fx sees the wrapped leaves
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class GraphModel(nn.Module):
         super().__init__()
         if size_multiple < 1:
             raise ValueError(f"size_multiple must be >= 1, got {size_multiple}")
-        self.net = net
+        self.net = _leaves_for_any_tracer(net)
         self.size_multiple = size_multiple
         self.bgr = bgr  # the net expects BGR channel order
         self.probabilities = probabilities  # the net ends in a softmax: return log-probabilities as logits
@@ -44,8 +44,24 @@ class GraphModel(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if self.bgr:
             x = x.flip(1)  # (1, 3, H, W) RGB -> BGR
-        padded = pad_to_multiple(x, self.size_multiple)  # (1, C, H', W'), H' and W' multiples
-        y = crop_like(self.net(padded), x)  # (1, K, H, W)
+        padded = padding.pad_to_multiple(x, self.size_multiple)  # (1, C, H', W'), H' and W' multiples
+        y = padding.crop_like(self.net(padded), x)  # (1, K, H, W)
         if self.probabilities:
             y = torch.log(y.clamp_min(1e-12))  # argmax unchanged; softmax of it gives the probabilities back
         return y
+
+
+def _leaves_for_any_tracer(net: fx.GraphModule) -> fx.GraphModule:
+    """Mark the front ends' size helpers (dim_size, check_size) as wrapped, so the generated code registers them
+    with torch.fx and a plain `fx.symbolic_trace` of this model (receptive field, eager peak estimate) keeps
+    them as single nodes instead of tracing into them."""
+    from ..engine.frontends.ir import check_size, dim_size
+
+    marked = False
+    for node in net.graph.nodes:
+        if node.op == "call_function" and node.target in (dim_size, check_size):
+            node.meta["is_wrapped"] = marked = True
+    if marked:
+        net.recompile()
+    return net
+

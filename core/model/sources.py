@@ -33,6 +33,8 @@ def detect_format(path: Path) -> str:
     if len(head) < 8:
         raise CheckpointError(f"{path}: file is empty or truncated ({len(head)} bytes)")
     if head[:4] == b"PK\x03\x04":
+        if not zipfile.is_zipfile(path):
+            return _refuse(path, "a zip archive, but truncated or damaged (its table of contents is missing)")
         return "pt2" if is_pt2_archive(path) else _refuse(path, "a zip archive, but not a torch.export .pt2")
     header_size = struct.unpack("<Q", head[:8])[0]
     if head[8:9] == b"{" and 0 < header_size < 100_000_000:

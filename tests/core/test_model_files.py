@@ -1,0 +1,224 @@
+"""Model files of each format (.pt2, .onnx, .leanseg bundle, .safetensors checkpoint) made in the test:
+`leanseg segment` labels equal eager PyTorch's; cards honoured or defaults stated; `import-model` and
+`models`; and every bad file (truncated, two inputs, 5-D input, wrong output, K > 255, a card that
+contradicts the graph) is one CheckpointError line naming the file, and exit code 2 from the CLI."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from torch import Tensor, nn
+
+from leanseg.core.cli import main
+from leanseg.core.model.checkpoint import CheckpointError
+from leanseg.core.model.graph_model import GraphModel
+from leanseg.core.model.sources import describe, load_model
+
+from . import graph_samples as samples
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """tiny.pt2 and tiny.onnx (the same TinySegNet) with their cards, and a .leanseg bundle of the .onnx."""
+    folder = tmp_path_factory.mktemp("models")
+    model = samples.made()
+    pt2 = samples.export_pt2(model, folder / "tiny.pt2")
+    onnx_path = samples.export_onnx(model, folder / "tiny.onnx")
+    samples.write_card(pt2)
+    bundle = folder / "tiny_onnx.leanseg"
+    assert main(["import-model", str(onnx_path), "--out", str(bundle)]) == 0
+    return {"pt2": pt2, "onnx": onnx_path, "leanseg": bundle}
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
+    path = tmp_path_factory.mktemp("image") / "street.png"
+    return path, samples.write_image(path, 45, 70)  # not a multiple of 32 either way
+
+
+def segment_cli(image: Path, model: Path, out: Path, *extra: str) -> int:
+    return main(["segment", str(image), "--model", str(model), "--out", str(out), "--device", "cpu",
+                 "--no-overlay", *extra])
+
+
+@pytest.mark.parametrize("fmt", ["pt2", "onnx", "leanseg"])
+@pytest.mark.parametrize("engine", ["lean", "eager"])
+def test_segment_labels_equal_eager_pytorch(fmt: str, engine: str, models: dict[str, Path],
+                                            image: tuple[Path, np.ndarray], tmp_path: Path) -> None:
+    path, rgb = image
+    assert segment_cli(path, models[fmt], tmp_path, "--engine", engine) == 0
+    labels = cv2.imread(str(tmp_path / "street_labels.png"), cv2.IMREAD_UNCHANGED)
+    expected = samples.eager_labels(samples.made(), rgb)
+    assert labels.shape == (45, 70)
+    assert len(np.unique(expected)) > 1  # a test that could fail: more than one class predicted
+    np.testing.assert_array_equal(labels, expected)
+
+
+@pytest.mark.parametrize("fmt", ["pt2", "onnx", "leanseg"])
+def test_the_card_is_read_and_the_class_count_comes_from_the_graph(fmt: str, models: dict[str, Path]) -> None:
+    loaded = load_model(models[fmt])
+    assert isinstance(loaded.model, GraphModel)
+    info = loaded.info
+    assert info.class_names == samples.CLASSES and info.class_colours == samples.COLOURS
+    assert info.mean == samples.MEAN and info.std == samples.STD
+    assert info.config.num_classes == 5 and loaded.model.size_multiple == 32
+    assert "5 classes, size multiple 32" in describe(loaded)
+
+
+def test_format_comes_from_the_content_not_the_suffix(models: dict[str, Path], tmp_path: Path) -> None:
+    disguised = tmp_path / "net.onnx"  # a .pt2 archive under an ONNX name
+    shutil.copy(models["pt2"], disguised)
+    loaded = load_model(disguised)
+    assert loaded.info.provenance["format"] == "pt2"
+
+
+def test_without_a_card_the_defaults_apply_and_are_said(models: dict[str, Path], tmp_path: Path) -> None:
+    bare = tmp_path / "bare.onnx"
+    shutil.copy(models["onnx"], bare)
+    loaded = load_model(bare)
+    assert loaded.info.class_names == tuple(f"class {i}" for i in range(5))
+    assert loaded.info.mean == (0.485, 0.456, 0.406) and loaded.info.provenance["card"] == "defaults"
+    assert "no card" in describe(loaded) and "ImageNet mean/std" in describe(loaded)
+
+
+def test_import_model_says_what_it_assumed_and_models_lists_the_bundle(
+        models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = tmp_path / "bare.onnx"
+    shutil.copy(models["onnx"], bare)
+    user = tmp_path / "user models"
+    monkeypatch.setenv("LEANSEG_MODELS_DIR", str(user))
+    assert main(["import-model", str(bare)]) == 0  # default --out: the user model folder
+    printed = capsys.readouterr().out
+    assert "no card beside bare.onnx" in printed and "ImageNet mean/std" in printed and "5 classes" in printed
+    assert (user / "bare.leanseg").is_file()
+    assert main(["import-model", str(bare)]) == 2  # exists: refused without --overwrite
+    assert "--overwrite" in capsys.readouterr().err
+    shutil.copy(models["leanseg"], user / "tiny_onnx.leanseg")
+    assert main(["models"]) == 0
+    listing = capsys.readouterr().out
+    assert f"user: {user}" in listing
+    assert "tiny_onnx.leanseg: tiny (bundle, 5 classes, size multiple 32" in listing
+    assert "bare.leanseg: bare (bundle" in listing
+    assert main(["models", "--check"]) == 0
+    assert "bare (bundle, 5 classes, size multiple 32" in capsys.readouterr().out
+
+
+def test_import_model_with_a_card_given(models: dict[str, Path], tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    card = samples.write_card(tmp_path / "elsewhere.pt2", name="street net")
+    out = tmp_path / "street.leanseg"
+    assert main(["import-model", str(models["onnx"]), "--card", str(card), "--out", str(out)]) == 0
+    assert f"card {card}" in capsys.readouterr().out
+    loaded = load_model(out)
+    assert loaded.info.provenance["name"] == "street net" and loaded.info.class_names == samples.CLASSES
+
+
+# --- bad model files: each one CheckpointError line naming the file, and exit code 2 from the CLI ---
+
+
+class TwoInputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        return self.conv(x * mask)
+
+
+class FiveD(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:  # (1, 3, D, H, W)
+        return self.conv(x.mean(2))
+
+
+class Classifier(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:  # (1, 4): not (1, K, H, W)
+        return self.conv(x).mean((2, 3))
+
+
+def onnx_of(model: nn.Module, path: Path, inputs: tuple[Tensor, ...], names: list[str]) -> Path:
+    axes = {name: {t.dim() - 2: "height", t.dim() - 1: "width"} for name, t in zip(names, inputs)}
+    torch.onnx.export(model.eval(), inputs, str(path), opset_version=17, dynamo=False, input_names=names,
+                      output_names=["out"], dynamic_axes=axes)
+    return path
+
+
+def truncated(source: Path, path: Path) -> Path:
+    data = source.read_bytes()
+    path.write_bytes(data[: len(data) * 2 // 3])
+    return path
+
+
+def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path) -> tuple[Path, str]:
+    """(bad model file, a phrase its error must contain)."""
+    x = torch.rand(1, 3, 32, 32)
+    if kind == "truncated_pt2":
+        return truncated(models["pt2"], folder / "cut.pt2"), "truncated"
+    if kind == "truncated_onnx":
+        return truncated(models["onnx"], folder / "cut.onnx"), "not a readable ONNX model"
+    if kind == "truncated_leanseg":
+        return truncated(models["leanseg"], folder / "cut.leanseg"), "truncated"
+    if kind == "truncated_safetensors":
+        return truncated(checkpoint, folder / "cut.safetensors"), "truncated"
+    if kind == "two_inputs_onnx":
+        return onnx_of(TwoInputs(), folder / "two.onnx", (x, x), ["image", "mask"]), "2 inputs"
+    if kind == "two_inputs_pt2":
+        program = torch.export.export(TwoInputs().eval(), (x, x))
+        torch.export.save(program, str(folder / "two.pt2"))
+        return folder / "two.pt2", "2 inputs"
+    if kind == "five_d_onnx":
+        return onnx_of(FiveD(), folder / "five.onnx", (torch.rand(1, 3, 2, 32, 32),), ["image"]), "shape"
+    if kind == "not_1khw_onnx":
+        return onnx_of(Classifier(), folder / "classifier.onnx", (x,), ["image"]), "(1, K, H, W)"
+    if kind == "k256_onnx":
+        return onnx_of(nn.Conv2d(3, 256, 1), folder / "k256.onnx", (x,), ["image"]), "256 classes"
+    if kind == "card_classes":
+        shutil.copy(models["onnx"], folder / "wrong.onnx")
+        samples.write_card(folder / "wrong.onnx", classes=["a", "b", "c"], colours=[])
+        return folder / "wrong.onnx", "the card lists 3 classes, the graph outputs 5"
+    if kind == "card_channels":
+        shutil.copy(models["pt2"], folder / "grey.pt2")
+        samples.write_card(folder / "grey.pt2", input={"channels": 1, "mean": [0.5], "std": [0.25]})
+        return folder / "grey.pt2", "the card says 1 input channels, the graph takes 3"
+    raise AssertionError(kind)
+
+
+BAD_KINDS = ["truncated_pt2", "truncated_onnx", "truncated_leanseg", "truncated_safetensors", "two_inputs_onnx",
+             "two_inputs_pt2", "five_d_onnx", "not_1khw_onnx", "k256_onnx", "card_classes", "card_channels"]
+
+
+@pytest.mark.parametrize("kind", BAD_KINDS)
+def test_a_bad_model_file_is_one_line_naming_the_file_and_the_problem(
+        kind: str, models: dict[str, Path], image: tuple[Path, np.ndarray], tmp_path: Path,
+        tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, phrase = bad_file(kind, models, tmp_path, tiny_checkpoint)
+    with pytest.raises(CheckpointError) as caught:
+        load_model(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message and phrase in message, message
+    assert segment_cli(image[0], path, tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert err == f"leanseg: error: {message}\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_card_that_is_not_json_is_one_line(models: dict[str, Path], tmp_path: Path) -> None:
+    shutil.copy(models["onnx"], tmp_path / "net.onnx")
+    (tmp_path / "net.json").write_text(json.dumps({"card_version": 1, "input": {"channels": 3, "std": [0, 1, 1]}}))
+    with pytest.raises(CheckpointError, match=r"net\.json: input\.mean must be finite and input\.std finite and > 0"):
+        load_model(tmp_path / "net.onnx")
