@@ -84,7 +84,8 @@ def load_graph(path: Path, kind: str, card: ModelCard) -> LoadedModel:
     except UnsafeModelFile as err:
         raise CheckpointError(f"{path}: refused: {err}") from None
     except (ValueError, RuntimeError, KeyError, IndexError, TypeError, AttributeError) as err:
-        raise CheckpointError(f"{path}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+        first = str(err).splitlines()[0].removeprefix(f"{path.name}: ") if str(err) else type(err).__name__
+        raise CheckpointError(f"{path}: {first}") from None  # the front end's message may name the file too
     return graph_model_with_card(net, card, path, kind)
 
 
