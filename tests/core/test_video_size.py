@@ -63,3 +63,15 @@ def test_padding_repeats_the_last_column_and_row(tmp_path: Path) -> None:
     assert decoded[HEIGHT // 2, WIDTH // 2].mean() < 60
     with VideoWriter(tmp_path / "exact.avi", 10.0, WIDTH, HEIGHT) as writer:
         assert writer.encoded_size == (WIDTH, HEIGHT) and writer.padding_note == ""
+
+
+def test_video_no_overlay_writes_only_the_csv_and_labels(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    source = _odd_video(tmp_path / "odd.avi", frames=2)
+    common = ["--model", str(tiny_checkpoint), "--device", "cpu", "--engine", "eager"]
+    done = _leanseg("video", str(source), "--out", str(tmp_path / "seg.mp4"), "--no-overlay",
+                    "--labels-dir", str(tmp_path / "labels"), *common)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "seg.mp4").exists() and len((tmp_path / "seg.csv").read_text().splitlines()) == 1 + 2
+    assert len(list((tmp_path / "labels").iterdir())) == 2
+    nothing = _leanseg("video", str(source), "--out", str(tmp_path / "x.mp4"), "--no-overlay", "--no-csv", *common)
+    assert nothing.returncode == 2 and "nothing to write" in nothing.stderr
