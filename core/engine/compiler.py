@@ -88,7 +88,8 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
         notes.append("the capture holds for some input sizes only (the model branches on its size): "
                      "other sizes run eagerly")
     size_fallback = copy.deepcopy(model).eval().to(device, dtype) if guarded else None
-    return Plan(graph_module, size_fallback, device=device, dtype=dtype, notes=notes, fallbacks=unknown_nodes(graph_module))
+    return Plan(graph_module, size_fallback, device=device, dtype=dtype, notes=notes,
+                fallbacks=unknown_nodes(graph_module))
 
 
 def unknown_nodes(graph_module: fx.GraphModule) -> list[str]:
