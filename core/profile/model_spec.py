@@ -1,4 +1,5 @@
-"""Which model the lab profiles: a checkpoint file, or a config (random weights, seeded).
+"""Which model the lab profiles: a model file (any format `sources.load_model` opens), or a config
+(random weights, seeded).
 
 A spec crosses into benchmark subprocesses as a plain dict, so every configuration builds the
 same model on its own.
@@ -12,7 +13,7 @@ from typing import Any
 import torch
 
 from ..assets import default_model_path
-from ..model import MobileUNetConfig, build_model
+from ..model import MobileUNetConfig, PlainUNetConfig, build_model
 from ..model.checkpoint import LoadedModel, default_info
 from ..model.config import config_from_dict, config_to_dict
 from ..model.sources import load_model
@@ -22,7 +23,7 @@ from ..model.sources import load_model
 class ModelSpec:
     """A checkpoint `path`, or a `config` dict ({'kind': 'MobileUNet', ...}) built with random weights."""
 
-    path: str | None = None  # .safetensors checkpoint
+    path: str | None = None  # any model file: .safetensors checkpoint, .pt2, .onnx or .leanseg bundle
     config: dict[str, Any] = field(default_factory=dict)  # used when path is None
     seed: int = 0  # random weights of a config-only model (memory and speed do not depend on them)
 
@@ -54,9 +55,12 @@ class ModelSpec:
 
     @classmethod
     def for_loaded(cls, loaded: LoadedModel) -> ModelSpec:
-        """The spec of an already loaded model: its file, else its config with random weights."""
+        """The spec of an already loaded model: its file (any format: a graph model's spec is its path), else
+        its config with random weights; ValueError for a graph model that has no file."""
         if loaded.path is not None:
             return cls(str(loaded.path))
+        if not isinstance(loaded.info.config, (MobileUNetConfig, PlainUNetConfig)):
+            raise ValueError("a model opened from a graph (.pt2/.onnx) is profiled from its file; it has none")
         return cls(None, config_to_dict(loaded.info.config))
 
 

@@ -222,3 +222,25 @@ def test_a_card_that_is_not_json_is_one_line(models: dict[str, Path], tmp_path: 
     (tmp_path / "net.json").write_text(json.dumps({"card_version": 1, "input": {"channels": 3, "std": [0, 1, 1]}}))
     with pytest.raises(CheckpointError, match=r"net\.json: input\.mean must be finite and input\.std finite and > 0"):
         load_model(tmp_path / "net.onnx")
+
+
+def test_ray_ships_a_graph_model_as_a_bundle_with_its_card(models: dict[str, Path], tmp_path: Path) -> None:
+    from leanseg.core.cluster.ray_batch import _checkpoint_bytes
+
+    loaded = load_model(models["pt2"])
+    shipped = tmp_path / "model.safetensors"  # the name the actors write the bytes under
+    shipped.write_bytes(_checkpoint_bytes(loaded))
+    on_actor = load_model(shipped)
+    assert on_actor.info.provenance["format"] == "bundle"
+    assert on_actor.info.class_names == samples.CLASSES and on_actor.info.mean == samples.MEAN
+    x = torch.randn(1, 3, 45, 70)
+    with torch.inference_mode():
+        assert torch.equal(on_actor.model(x), loaded.model(x))
+
+
+def test_the_memory_lab_spec_of_a_graph_model_is_its_file(models: dict[str, Path]) -> None:
+    from leanseg.core.profile.model_spec import ModelSpec
+
+    spec = ModelSpec.for_loaded(load_model(models["onnx"]))
+    assert spec.path == str(models["onnx"]) and "onnx" in spec.describe()
+    assert ModelSpec.from_dict(spec.to_dict()).load().info.config.num_classes == 5
