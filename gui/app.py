@@ -22,8 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="leanseg-gui", description="leanseg desktop app.")
     parser.add_argument("--version", action="version", version=f"leanseg-gui {leanseg_version()}")
     parser.add_argument("path", nargs="?", type=Path, metavar="IMAGE|FOLDER|VIDEO", help="open this at start")
-    parser.add_argument("--model", type=Path, help="model file (.safetensors); default: the last one used, "
-                                                   "else the shipped CamVid model")
+    parser.add_argument("--model", type=Path, help="model file (.safetensors, .pt2, .onnx, .leanseg); default: the "
+                                                   "last one used, else the shipped CamVid model")
     parser.add_argument("--screenshot", type=Path, metavar="PNG",
                         help="segment PATH, save a screenshot to PNG and exit: of the window once an image is "
                              "segmented, of the batch dialog once a folder's first results are listed, of the video "

@@ -89,3 +89,21 @@ def _bundle_card(path: Path) -> ModelCard:
     except (OSError, ValueError) as err:
         raise CheckpointError(f"{path}: not a readable .leanseg bundle: {err}") from None
     return card_from_json(raw, f"{path} (card)")
+
+
+def model_classes(path: Path) -> tuple[tuple[str, ...], tuple[tuple[int, int, int], ...]]:
+    """(class names, colours) of a model file: from its metadata or card when they name the classes (cheap),
+    else by opening it (the count comes from the graph); CheckpointError naming the file."""
+    described = describe_file(path)
+    if described.problem:
+        raise CheckpointError(f"{path}: {described.problem}")
+    if described.format == "leanseg":
+        info = read_info(path)
+        return info.class_names, info.class_colours
+    if described.classes is not None:
+        card = _bundle_card(path) if described.format == "bundle" else card_for(path)
+        return card.class_names(described.classes), card.class_colours(described.classes)
+    from .sources import load_model
+
+    info = load_model(path).info
+    return info.class_names, info.class_colours

@@ -14,7 +14,8 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from leanseg.core.jobs.batch import run_batch
 from leanseg.core.jobs.batch_plan import BatchSettings
 from leanseg.core.jobs.manifest import ManifestError
-from leanseg.core.model.checkpoint import CheckpointError, load_checkpoint
+from leanseg.core.model.checkpoint import CheckpointError
+from leanseg.core.model.sources import load_model
 from leanseg.core.predict import InferenceOptions, Segmenter
 
 
@@ -54,7 +55,7 @@ class BatchRunner(QObject):
     def _segmenter_for(self, model_path: Path, options: InferenceOptions) -> Segmenter:
         key = (Path(model_path), options)
         if self._segmenter is None or self._key != key:
-            self._segmenter = Segmenter(load_checkpoint(model_path), options)
+            self._segmenter = Segmenter(load_model(model_path), options)
             self._key = key
         return self._segmenter
 

@@ -17,7 +17,8 @@ from PySide6.QtCore import QObject, Signal, Slot
 from leanseg.core.events import JobCancelled, JobEvent
 from leanseg.core.io.images import ImageData, ImageReadError, read_image
 from leanseg.core.memory import format_bytes
-from leanseg.core.model.checkpoint import CheckpointError, LoadedModel, ModelInfo, load_checkpoint
+from leanseg.core.model.checkpoint import CheckpointError, LoadedModel, ModelInfo
+from leanseg.core.model.sources import load_model
 from leanseg.core.predict import InferenceOptions, Segmenter
 
 WARM_UP_IMAGE = ImageData(np.zeros((64, 64, 3), np.uint8))  # a small image run once after each (re)configure
@@ -74,11 +75,12 @@ class InferenceWorker(QObject):
 
     @Slot(object, object)
     def configure(self, model_path: Path | None, options: InferenceOptions) -> None:
-        """Load `model_path` (None keeps the current model) and place it on the options' device."""
+        """Load `model_path` (any format `sources.load_model` opens; given again, it is reloaded, e.g. after its
+        card was edited; None keeps the current model) and place it on the options' device."""
         loaded = self._loaded
         try:
-            if model_path is not None and (loaded is None or loaded.path != Path(model_path)):
-                loaded = load_checkpoint(model_path)
+            if model_path is not None:
+                loaded = load_model(model_path)
             if loaded is None:
                 return
             segmenter = Segmenter(loaded, options)

@@ -9,12 +9,13 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from leanseg.core.io.images import IMAGE_SUFFIXES, to_rgb8
 from leanseg.core.io.outputs import overlay, write_png
+from leanseg.core.model.sources import MODEL_SUFFIXES  # .safetensors, .pt2, .onnx, .leanseg
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
-MODEL_SUFFIXES = (".safetensors",)
 IMAGE_FILTER = "Images (" + " ".join(f"*{s}" for s in IMAGE_SUFFIXES) + ");;All files (*)"
 VIDEO_FILTER = "Videos (" + " ".join(f"*{s}" for s in VIDEO_SUFFIXES) + ");;All files (*)"
-MODEL_FILTER = "leanseg models (*.safetensors);;All files (*)"
+MODEL_FILTER = ("Models (" + " ".join(f"*{s}" for s in MODEL_SUFFIXES) + ");;leanseg checkpoints (*.safetensors);;"
+                "torch.export programs (*.pt2);;ONNX graphs (*.onnx);;leanseg bundles (*.leanseg);;All files (*)")
 
 
 def path_kind(path: Path) -> str:

@@ -76,7 +76,7 @@ def build_menus(window: MenuHost) -> WindowActions:
     open_video = _action(window, "Open &video…", window.choose_video, "Ctrl+Shift+V", pix.SP_MediaSeekForward,
                          "Segment a video frame by frame")
     open_model = _action(window, "Open &model…", window.choose_model, "Ctrl+M", pix.SP_FileIcon,
-                         "Use another model file (.safetensors)")
+                         "Use another model file (.safetensors, .pt2, .onnx, .leanseg)")
     save_labels = _action(window, "Save &labels…", window.save_labels, QKeySequence.StandardKey.Save,
                           pix.SP_DialogSaveButton, "Save the labels as a PNG of class indices")
     save_overlay = _action(window, "Save o&verlay…", window.save_overlay, "Ctrl+Shift+S", None,

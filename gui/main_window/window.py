@@ -18,6 +18,7 @@ from leanseg.core.assets import default_model_path
 from leanseg.core.events import JobEvent
 from leanseg.core.io.images import ImageData, to_rgb8
 from leanseg.core.memory import MemoryMonitor, format_bytes
+from leanseg.core.model.card import CardError
 from leanseg.core.predict import InferenceOptions, Segmentation
 
 from ..inference.controller import InferenceController
@@ -31,6 +32,7 @@ from ..viewer.view import SegmentationViewer
 from . import state as window_state
 from .about import about_text
 from .banner import ModelBanner
+from .card_editor import CardEditor, card_editor_for, card_notice
 from .companions import CompanionsMixin
 from .file_actions import FileActionsMixin
 from .menus import build_menus
@@ -85,6 +87,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
     def _build_central(self) -> None:
         self.banner = ModelBanner()
         self.banner.open_model_requested.connect(self.choose_model)
+        self.banner.edit_card_requested.connect(self.edit_card)
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -143,7 +146,8 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         if path is None:
             self.banner.show_message(
                 f"<b>No default model is installed</b> (looked for {default_model_path()}). "
-                "Open a model file (.safetensors) to segment images, or train one with <tt>leanseg train</tt>.")
+                "Open a model file (.safetensors, .pt2, .onnx or .leanseg) to segment images, or train one with "
+                "<tt>leanseg train</tt>.")
             self.controls.set_model_name("no model")
         else:
             self.open_model(path)
@@ -204,6 +208,21 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         self.error_box.open()
         self.error_shown.emit(message)
 
+    def edit_card(self) -> CardEditor | None:
+        """The card editor for the loaded graph model; saving writes NAME.json beside it and reopens the model."""
+        status = self.model_status
+        try:
+            if status is None:
+                raise ValueError("open a model first")
+            editor = card_editor_for(self, status.path, status.info)
+        except (ValueError, CardError) as err:
+            self.show_error("Edit card", str(err))
+            return None
+        editor.saved.connect(lambda _card: self.open_model(editor.model_path))
+        self.card_editor = editor
+        editor.open()
+        return editor
+
     def show_about(self) -> None:
         QMessageBox.about(self, "About leanseg", about_text(self.model_status))
 
@@ -211,7 +230,11 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
     def _on_model_ready(self, status: ModelStatus) -> None:
         changed = self.model_status is None or self.model_status.info != status.info
         self.model_status = status
-        self.banner.hide()
+        notice = card_notice(status.path, status.info.provenance)
+        if notice:
+            self.banner.show_card_notice(notice)
+        else:
+            self.banner.hide()
         name = status.path.name if status.path else "model"
         self.controls.set_model_name(name, str(status.path or ""))
         if changed:

@@ -15,7 +15,8 @@ from leanseg.core.events import JobEvent
 from leanseg.core.io.video import VideoReadError
 from leanseg.core.io.video_writer import VideoWriteError
 from leanseg.core.jobs import VideoJobOptions, segment_video
-from leanseg.core.model.checkpoint import CheckpointError, load_checkpoint
+from leanseg.core.model.checkpoint import CheckpointError
+from leanseg.core.model.sources import load_model
 from leanseg.core.predict import InferenceOptions, Segmenter
 
 
@@ -61,7 +62,7 @@ class VideoExport(QObject):
             self.job_event.emit(event)
 
         try:
-            segmenter = Segmenter(load_checkpoint(model_path), options)
+            segmenter = Segmenter(load_model(model_path), options)
             summary = segment_video(source, output, segmenter, job_options, cancel=cancel, on_event=on_event)
         except (VideoReadError, VideoWriteError, CheckpointError, ValueError) as err:
             self.failed.emit(str(err))

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 from leanseg.core.events import JobEvent
 from leanseg.core.io.video import VideoInfo, VideoReadError
 from leanseg.core.jobs import VideoJobOptions, VideoJobSummary
-from leanseg.core.model.checkpoint import read_info
+from leanseg.core.model.catalog import model_classes
 from leanseg.core.predict import InferenceOptions
 
 from ..viewer.view import SegmentationViewer
@@ -281,12 +281,12 @@ class VideoPanel(QDialog):
         if self.model_path is None:
             return
         try:
-            info = read_info(self.model_path)
+            names, colours = model_classes(self.model_path)
         except Exception as err:  # noqa: BLE001 - a bad model file is reported, the panel stays usable
             self._show_error(f"Could not read the model {self.model_path}: {err}")
             return
-        self.colours = tuple((int(r), int(g), int(b)) for r, g, b in info.class_colours)
-        self.class_names = tuple(info.class_names)
+        self.colours = tuple((int(r), int(g), int(b)) for r, g, b in colours)
+        self.class_names = tuple(names)
 
     def _refresh(self) -> None:
         has_video = self.source is not None

@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, Signal
 
 from leanseg.core.io.images import ImageData
 from leanseg.core.io.video import VideoInfo, VideoSeeker
-from leanseg.core.model.checkpoint import load_checkpoint
+from leanseg.core.model.sources import load_model
 from leanseg.core.predict import InferenceOptions, Segmenter
 
 MAX_FRAMES_IN_FLIGHT = 2  # frames emitted but not yet drawn by the GUI
@@ -188,7 +188,7 @@ class VideoPlayback(QObject):
         if model_path is None:
             return None
         try:
-            segmenter = Segmenter(load_checkpoint(model_path), options)
+            segmenter = Segmenter(load_model(model_path), options)
         except Exception as err:  # noqa: BLE001 - play on without an overlay, and say why
             self.failed.emit(f"Could not load the model for live segmentation: {err}")
             return None

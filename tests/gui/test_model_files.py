@@ -1,0 +1,102 @@
+"""The app with model files of other formats: an .onnx exported in the test opens, segments, shows its overlay
+and the card's class names; without a card the banner says what was assumed and the card editor saves
+NAME.json and reopens the model; a bad model file is named in a message and the window carries on."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from leanseg.core.model.card import read_card
+from leanseg.gui.main_window.file_actions import MODEL_FILTER, path_kind
+from tests.core import graph_samples as samples
+
+from .conftest import JOB_TIMEOUT_MS, write_image
+
+
+@pytest.fixture(scope="module")
+def onnx_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tiny.onnx (TinySegNet, 5 classes) with its card tiny.json beside it."""
+    path = samples.export_onnx(samples.made(), tmp_path_factory.mktemp("onnx") / "tiny.onnx")
+    samples.write_card(path)
+    return path
+
+
+def legend_names(window) -> list[str]:  # type: ignore[no-untyped-def]
+    legend = window.overlay_panel.legend
+    return [legend.item(i).text().split("  —  ")[0] for i in range(legend.count())]  # "name  —  12.5 %"
+
+
+def test_an_onnx_model_segments_with_its_cards_class_names(qtbot, make_window, onnx_model, tmp_path):
+    window = make_window(onnx_model)
+    assert window.model_status.info.class_names == samples.CLASSES
+    assert not window.banner.isVisible()  # a card was found: nothing assumed
+    assert "5 classes" in window.status_labels["model"].text()
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(write_image(tmp_path / "street.png", 45, 70))
+    assert window.viewer.overlay_shown and window.viewer.labels.shape == (45, 70)
+    assert legend_names(window) == list(samples.CLASSES)
+
+
+def test_the_open_dialog_and_drops_take_every_model_format() -> None:
+    for suffix in (".safetensors", ".pt2", ".onnx", ".leanseg"):
+        assert f"*{suffix}" in MODEL_FILTER.split(";;")[0]
+        assert path_kind(Path(f"net{suffix}")) == "model"
+
+
+def test_without_a_card_the_banner_says_what_was_assumed_and_the_editor_saves_one(qtbot, make_window, onnx_model,
+                                                                                 tmp_path):
+    bare = tmp_path / "bare.onnx"
+    shutil.copy(onnx_model, bare)
+    window = make_window(bare)
+    assert window.banner.isVisible() and window.banner.edit_card.isVisible()
+    text = window.banner.text.text()
+    assert "No card beside bare.onnx" in text and "ImageNet mean/std" in text
+    assert window.model_status.info.class_names[0] == "class 0"
+    editor = window.edit_card()
+    assert editor is not None and editor.table.rowCount() == 5
+    editor.set_name(0, "sky")
+    editor.set_colour(0, (10, 20, 30))
+    editor.mean.setText("0.3, 0.4, 0.5")
+    with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
+        editor.save()
+    card = read_card(tmp_path / "bare.json")
+    assert card.classes[0] == "sky" and card.colours[0] == (10, 20, 30) and card.mean == (0.3, 0.4, 0.5)
+    info = window.model_status.info
+    assert info.class_names[0] == "sky" and info.class_colours[0] == (10, 20, 30) and info.mean == (0.3, 0.4, 0.5)
+    assert not window.banner.isVisible()  # the card is there now
+    assert legend_names(window)[0] == "sky"
+
+
+def test_the_card_editor_refuses_a_bad_value_in_the_dialog(qtbot, make_window, onnx_model, tmp_path):
+    bare = tmp_path / "bare.onnx"
+    shutil.copy(onnx_model, bare)
+    window = make_window(bare)
+    editor = window.edit_card()
+    editor.std.setText("0.2, 0, 0.3")
+    editor.save()
+    assert "Not saved" in editor.problem.text() and "std" in editor.problem.text()
+    assert not (tmp_path / "bare.json").exists() and editor.isVisible()
+
+
+@pytest.mark.parametrize("kind", ["truncated", "card_contradicts"])
+def test_a_bad_model_file_is_named_in_a_message_and_the_window_carries_on(qtbot, make_window, onnx_model,
+                                                                          tmp_path, kind):
+    window = make_window(onnx_model)
+    bad = tmp_path / "bad.onnx"
+    if kind == "truncated":
+        bad.write_bytes(onnx_model.read_bytes()[:3000])
+    else:
+        shutil.copy(onnx_model, bad)
+        (tmp_path / "bad.json").write_text(json.dumps({"card_version": 1, "classes": ["a", "b"]}))
+    with qtbot.waitSignal(window.error_shown, timeout=JOB_TIMEOUT_MS) as shown:
+        window.open_model(bad)
+    message = shown.args[0]
+    assert str(bad) in message and "\n" not in message
+    assert ("not a readable ONNX model" if kind == "truncated" else "the card lists 2 classes") in message
+    assert window.model_status.path == onnx_model  # the previous model stays
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(write_image(tmp_path / "after.png", 40, 50))
+    assert window.viewer.labels.shape == (40, 50)
