@@ -115,18 +115,22 @@ class _Lifter:
         value = node.meta.get("val")
         if value is None or value.dim() != 4:
             return x
-        ranges = []
+        ranges, multiples = [], []
         for extent in value.shape[2:]:
             if isinstance(extent, int):
                 ranges.append((extent, extent))  # specialised to the example's size
+                multiples.append(1)
                 continue
             bounds = self.program.range_constraints.get(extent.node.expr)
             low = _bound(bounds.lower, 1) if bounds is not None else 1
             high = _bound(bounds.upper, 2**31 - 1) if bounds is not None else 2**31 - 1
             ranges.append((low, high))
-        if all(low <= 2 and high >= 2**30 for low, high in ranges):  # export's 0/1 rule puts the floor at 2
-            return x
-        return self.graph.call_function(check_size, (x, ranges[0], ranges[1]))
+            multiples.append(_multiple(extent.node.expr))  # exported as 32 * Dim: holds for multiples of 32 only
+        if all(low <= 2 and high >= 2**30 for low, high in ranges) and multiples == [1, 1]:  # export's 0/1 rule
+            return x  # puts the floor at 2
+        if multiples == [1, 1]:
+            return self.graph.call_function(check_size, (x, ranges[0], ranges[1]))
+        return self.graph.call_function(check_size, (x, ranges[0], ranges[1], tuple(multiples)))
 
     def lift(self, node: fx.Node) -> Any:
         target = node.target
@@ -331,6 +335,15 @@ def _bound(value: Any, unbounded: int) -> int:
         return int(value)
     except (TypeError, ValueError, AttributeError, OverflowError):
         return unbounded
+
+
+def _multiple(expr: Any) -> int:
+    """The integer factor of a symbolic size (32 for `32*s0`), 1 when there is none."""
+    try:
+        coefficient = expr.as_coeff_Mul()[0]
+        return int(coefficient) if coefficient.is_Integer and int(coefficient) > 1 else 1
+    except (AttributeError, TypeError, ValueError):
+        return 1
 
 
 def _pair(value: Any) -> list[int]:

@@ -29,13 +29,18 @@ class OutsideCapturedSizes(ValueError):
 
 
 @torch.fx.wrap
-def check_size(x: Tensor, heights: tuple[int, int], widths: tuple[int, int]) -> Tensor:
+def check_size(x: Tensor, heights: tuple[int, int], widths: tuple[int, int],
+               multiples: tuple[int, int] = (1, 1)) -> Tensor:
     """x, when its height and width lie in the ranges the captured graph holds for (a capture that
-    followed a branch on the size is valid only there); else a ValueError that says so."""
+    followed a branch on the size is valid only there) and divide by `multiples` (a program exported for
+    sizes 32 * n); else a ValueError that says so."""
     height, width = int(x.shape[2]), int(x.shape[3])
     if not (heights[0] <= height <= heights[1] and widths[0] <= width <= widths[1]):
         raise OutsideCapturedSizes(f"the captured graph holds for heights {heights[0]}..{heights[1]} and widths "
                          f"{widths[0]}..{widths[1]}, not {height}x{width} (the model branches on its input size)")
+    if height % multiples[0] or width % multiples[1]:
+        raise OutsideCapturedSizes(f"the captured graph holds for heights that divide by {multiples[0]} and widths "
+                                   f"that divide by {multiples[1]}, not {height}x{width}")
     return x
 
 

@@ -1,0 +1,195 @@
+"""Small nets that carry the patterns public segmentation models are built from (MobileNetV3's SE block,
+EfficientNet's functional static-padding conv, smp's shape checks, FPN, ASPP, ResNet, a U-Net decoder),
+and their torch.export to a `.pt2` with a dynamic height and width (multiples of 32)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .nets import randomise_batchnorm
+
+
+def conv_bn(cin: int, cout: int, k: int = 3, stride: int = 1, dilation: int = 1, groups: int = 1) -> nn.Sequential:
+    pad = dilation * (k - 1) // 2
+    return nn.Sequential(nn.Conv2d(cin, cout, k, stride, pad, dilation, groups, bias=False), nn.BatchNorm2d(cout))
+
+
+class SEBlock(nn.Module):
+    """MobileNetV3's inverted residual with squeeze-excitation: the global pool sits inside the block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = conv_bn(3, 8, stride=2)
+        self.expand, self.dw, self.project = conv_bn(8, 24, 1), conv_bn(24, 24, groups=24), conv_bn(24, 8, 1)
+        self.pool, self.fc1, self.fc2, self.gate = nn.AdaptiveAvgPool2d(1), nn.Conv2d(24, 8, 1), \
+            nn.Conv2d(8, 24, 1), nn.Hardsigmoid()
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.hardswish(self.stem(x))
+        z = F.hardswish(self.dw(F.hardswish(self.expand(y))))
+        z = z * self.gate(self.fc2(F.relu(self.fc1(self.pool(z)))))
+        y = y + self.project(z)
+        return F.interpolate(self.head(y), scale_factor=2, mode="bilinear", align_corners=False)
+
+
+class StaticSameConv(nn.Conv2d):
+    """EfficientNet's Conv2dStaticSamePadding: `F.pad` by a padding fixed at construction, then `F.conv2d`."""
+
+    def __init__(self, cin: int, cout: int, k: int, stride: int = 1, groups: int = 1) -> None:
+        super().__init__(cin, cout, k, stride, 0, groups=groups, bias=False)
+        total = max(k - stride, 0)  # "same" for an even input size
+        self.static_pad = (total // 2, total - total // 2, total // 2, total - total // 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv2d(F.pad(x, self.static_pad), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+
+
+class FunctionalStaticPadding(nn.Module):
+    """EfficientNet-style stem and depthwise-separable block of functional convs with asymmetric static padding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.bn0 = StaticSameConv(3, 8, 3, stride=2), nn.BatchNorm2d(8)
+        self.dw, self.bn1 = StaticSameConv(8, 8, 5, groups=8), nn.BatchNorm2d(8)
+        self.pw, self.bn2 = StaticSameConv(8, 8, 1), nn.BatchNorm2d(8)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.silu(self.bn0(self.stem(x)))
+        y = y + self.bn2(self.pw(F.silu(self.bn1(self.dw(y)))))
+        return F.interpolate(self.head(y), scale_factor=2, mode="nearest")
+
+
+class ShapeBranch(nn.Module):
+    """Python control flow on the input's size (smp's shape check, a branch on the width): torch.fx cannot
+    trace it, torch.export follows it. Export with widths above 64 only (both branches are sound nets)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = conv_bn(3, 8, stride=2)
+        self.wide, self.narrow = conv_bn(8, 8, dilation=2), conv_bn(8, 8)
+        self.head = nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.shape[-2] % 32 != 0 or x.shape[-1] % 32 != 0:
+            raise RuntimeError(f"height and width must be multiples of 32, got {tuple(x.shape[-2:])}")
+        y = F.relu(self.stem(x))
+        y = F.relu(self.wide(y)) if x.shape[-1] > 64 else F.relu(self.narrow(y))
+        return F.interpolate(self.head(y), size=x.shape[-2:], mode="bilinear", align_corners=False)
+
+
+class FPNMerge(nn.Module):
+    """Top-down: nearest 2x upsample + lateral skip, GroupNorm, smp's stack-and-sum of branches, bilinear
+    align_corners=True 4x head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.c2, self.c3 = conv_bn(3, 8, stride=4, k=5), conv_bn(8, 16, stride=2), conv_bn(16, 16, stride=2)
+        self.l1, self.l2, self.top = nn.Conv2d(8, 16, 1), nn.Conv2d(16, 16, 1), nn.Conv2d(16, 16, 1)
+        self.norm = nn.GroupNorm(4, 16)
+        self.head = nn.Conv2d(16, 4, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        c1 = F.relu(self.c1(x))  # stride 4
+        c2 = F.relu(self.c2(c1))  # 8
+        c3 = F.relu(self.c3(c2))  # 16
+        p3 = self.top(c3)
+        p2 = F.interpolate(p3, scale_factor=2, mode="nearest") + self.l2(c2)
+        p1 = F.interpolate(p2, scale_factor=2, mode="nearest") + self.l1(c1)
+        branches = [F.relu(self.norm(p1)),
+                    F.interpolate(p2, scale_factor=2, mode="nearest"),
+                    F.interpolate(p3, scale_factor=4, mode="nearest")]
+        merged = torch.stack(branches).sum(dim=0)
+        return F.interpolate(self.head(merged), scale_factor=4, mode="bilinear", align_corners=True)
+
+
+class ASPP(nn.Module):
+    """Parallel dilated convs and a global-pool branch upsampled to `size=y.shape[-2:]`, concatenated."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = conv_bn(3, 8, stride=2)
+        self.branches = nn.ModuleList([conv_bn(8, 8, 1)] + [conv_bn(8, 8, dilation=d) for d in (2, 3)])
+        self.pool_conv = nn.Conv2d(8, 8, 1)
+        self.project, self.head = conv_bn(32, 8, 1), nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.relu(self.stem(x))
+        pooled = F.relu(self.pool_conv(F.adaptive_avg_pool2d(y, 1)))
+        pooled = F.interpolate(pooled, size=y.shape[-2:], mode="bilinear", align_corners=False)
+        y = torch.cat([F.relu(b(y)) for b in self.branches] + [pooled], dim=1)
+        logits = self.head(F.relu(self.project(y)))
+        return F.interpolate(logits, size=x.shape[-2:], mode="bilinear", align_corners=False)
+
+
+class ResNetBasic(nn.Module):
+    """Stem, a basic block (conv-BN-ReLU-conv-BN + identity, ReLU) at stride 2, a 2x-upsampled 1x1 head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = conv_bn(3, 8, stride=2)
+        self.a1, self.a2 = conv_bn(8, 8), conv_bn(8, 8)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.relu(self.stem(x))
+        y = F.relu(y + self.a2(F.relu(self.a1(y))))
+        return F.interpolate(self.head(y), scale_factor=2, mode="bilinear", align_corners=False)
+
+
+class TinyUNet(nn.Module):
+    """Two stride-2 levels; the decoder upsamples to `size=skip.shape[-2:]` (as smp's U-Net does), concatenates
+    the skip, and a 3x3 conv block and a 3x3 head run at full resolution."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.e0, self.e1, self.e2 = conv_bn(3, width), conv_bn(width, 2 * width, stride=2), \
+            conv_bn(2 * width, 2 * width, stride=2)
+        self.d1 = conv_bn(4 * width, width)
+        self.d0a, self.d0b = conv_bn(2 * width, width), conv_bn(width, width)
+        self.head = nn.Conv2d(width, 5, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        s0 = F.relu(self.e0(x))
+        s1 = F.relu(self.e1(s0))
+        y = F.relu(self.e2(s1))
+        y = F.relu(self.d1(torch.cat([F.interpolate(y, size=s1.shape[-2:], mode="nearest"), s1], 1)))
+        y = torch.cat([F.interpolate(y, size=s0.shape[-2:], mode="nearest"), s0], 1)
+        y = F.hardswish(self.d0b(F.relu(self.d0a(y))))
+        return self.head(y)
+
+
+CASES: dict[str, Callable[[], nn.Module]] = {
+    "se_block": SEBlock, "functional_static_padding": FunctionalStaticPadding, "shape_branch": ShapeBranch,
+    "fpn_merge": FPNMerge, "aspp": ASPP, "resnet_basic": ResNetBasic, "unet": TinyUNet,
+}
+LOWEST_COLUMNS = {"shape_branch": 3}  # widths >= 96: the branch on `width > 64` is decided for every size
+
+
+def made(name: str) -> nn.Module:
+    """CASES[name] with seeded weights and non-trivial BatchNorm statistics, eval mode."""
+    torch.manual_seed(0)
+    model = randomise_batchnorm(CASES[name]())
+    for module in model.modules():  # GroupNorm too
+        if isinstance(module, nn.GroupNorm):
+            module.weight.data.uniform_(0.5, 1.5)
+            module.bias.data.uniform_(-0.2, 0.2)
+    head = getattr(model, "head", None)
+    if isinstance(head, nn.Conv2d) and head.bias is not None:  # no class wins everywhere by its bias alone
+        head.bias.data.zero_()
+    return model.eval()
+
+
+def export_pt2(model: nn.Module, path: Path, lowest_columns: int = 1) -> Path:
+    """torch.export with height and width any multiple of 32 (up to 2048), saved as `path`."""
+    Dim = torch.export.Dim
+    rows, cols = Dim("r", min=1, max=64), Dim("c", min=lowest_columns, max=64)
+    program = torch.export.export(model.eval(), (torch.rand(1, 3, 64, 96),),
+                                  dynamic_shapes={"x": {2: 32 * rows, 3: 32 * cols}})
+    torch.export.save(program, str(path))
+    return path

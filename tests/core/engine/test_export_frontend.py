@@ -1,0 +1,154 @@
+"""The torch.export front end end to end: nets that carry each pattern public segmentation models are
+built from, exported to a `.pt2` (height and width any multiple of 32), re-loaded with `load_model`,
+compiled, and compared with the original eager module at two sizes (one not a multiple of 32)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor, fx, nn
+
+from leanseg.core.engine import compile
+from leanseg.core.engine.chain import BandedChain
+from leanseg.core.engine.frontends.export_lift import lift_exported_program
+from leanseg.core.engine.frontends.ir import OutsideCapturedSizes
+from leanseg.core.model.bundle import save_bundle
+from leanseg.core.model.graph_model import GraphModel
+from leanseg.core.model.pt2_file import load_exported_program
+from leanseg.core.model.sources import load_model
+
+from . import export_nets as nets
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+SIZES = ((64, 96), (70, 90))  # 70x90 is padded to 96x96 by the GraphModel and cropped back
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("pt2")
+    return {name: nets.export_pt2(nets.made(name), folder / f"{name}.pt2", nets.LOWEST_COLUMNS.get(name, 1))
+            for name in nets.CASES}
+
+
+def eager_reference(model: nn.Module, x: Tensor, multiple: int = 32) -> Tensor:
+    """The original module on the input zero-padded (bottom, right) to the multiple, cropped back."""
+    height, width = x.shape[2:]
+    with torch.inference_mode():
+        return model(F.pad(x, (0, (-width) % multiple, 0, (-height) % multiple)))[..., :height, :width]
+
+
+def kinds(graph_module: fx.GraphModule) -> set[str]:
+    names = set()
+    for node in graph_module.graph.nodes:
+        if node.op == "call_module":
+            names.add(type(graph_module.get_submodule(node.target)).__name__)
+        elif node.op == "call_function":
+            names.add(getattr(node.target, "__name__", str(node.target)))
+    return names
+
+
+@pytest.mark.parametrize("name", list(nets.CASES))
+def test_reloaded_program_compiles_and_equals_eager(name: str, exported: dict[str, Path]) -> None:
+    model = nets.made(name)
+    loaded = load_model(exported[name])
+    assert isinstance(loaded.model, GraphModel)
+    assert loaded.info.config.size_multiple == 32  # the program holds for multiples of 32 only
+    plan = compile(loaded.model, device="cpu")
+    assert "<whole model>" not in plan.fallbacks and plan.fallbacks == [], plan.fallbacks
+    for height, width in SIZES:
+        x = torch.randn(1, 3, height, width, generator=torch.Generator().manual_seed(height))
+        expected = eager_reference(model, x)
+        logits = plan.run(x, output="logits")
+        assert logits.shape == expected.shape == (1, logits.shape[1], height, width)
+        assert (logits - expected).abs().max().item() <= 1e-4, (name, height, width)
+        labels = plan.run(x, output="labels")[0].long()
+        top2 = expected[0].topk(2, dim=0).values
+        clear = (top2[0] - top2[1]) > 1e-4  # pixels whose top two logits do not tie
+        assert clear.float().mean().item() > 0.95
+        assert torch.equal(labels[clear], expected[0].argmax(0)[clear]), (name, height, width)
+        assert len(labels.unique()) > 1  # a comparison that could fail
+
+
+def test_shape_branch_defeats_torch_fx_but_not_export(exported: dict[str, Path]) -> None:
+    with pytest.raises(Exception, match="symbolically traced variables cannot be used as inputs to control flow"):
+        fx.symbolic_trace(nets.made("shape_branch"))
+    lifted = lift_exported_program(load_exported_program(exported["shape_branch"]))
+    x = torch.rand(1, 3, 64, 128)
+    with torch.inference_mode():
+        assert (lifted(x) - nets.made("shape_branch")(x)).abs().max().item() <= 1e-5
+
+
+def test_sizes_outside_the_exported_program_are_refused_in_one_line(exported: dict[str, Path]) -> None:
+    """The program was exported for widths 96..2048, multiples of 32: the lifted graph checks both."""
+    lifted = lift_exported_program(load_exported_program(exported["shape_branch"]))
+    with pytest.raises(OutsideCapturedSizes, match=r"^the captured graph holds for heights 32\.\.2048 and widths "
+                                                   r"96\.\.2048, not 64x64 "):
+        lifted(torch.rand(1, 3, 64, 64))  # the branch the export did not take
+    with pytest.raises(OutsideCapturedSizes, match=r"^the captured graph holds for heights that divide by 32 .*"
+                                                   r"not 48x96$"):
+        lifted(torch.rand(1, 3, 48, 96))
+    plan = compile(load_model(exported["shape_branch"]).model, device="cpu")
+    with pytest.raises(OutsideCapturedSizes, match="not 64x64"):
+        plan.run(torch.rand(1, 3, 50, 60))  # padded to 64x64: no captured branch holds for it
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("se_block", {"Hardsigmoid", "Hardswish", "AdaptiveAvgPool2d", "mul"}),
+    ("functional_static_padding", {"Conv2d", "pad", "SiLU"}),
+    ("fpn_merge", {"GroupNorm", "interpolate", "add"}),
+    ("aspp", {"cat", "dim_size", "interpolate", "AdaptiveAvgPool2d"}),
+    ("resnet_basic", {"Conv2d", "BatchNorm2d", "ReLU", "add"}),
+])
+def test_aten_ops_are_lifted_to_layers(name: str, expected: set[str], exported: dict[str, Path]) -> None:
+    lifted = lift_exported_program(load_exported_program(exported[name]))
+    found = kinds(lifted)
+    assert expected <= found, found
+    assert not any(name.startswith(("conv2d", "convolution", "stack", "sum")) for name in found), found
+    if name == "functional_static_padding":  # F.conv2d became modules: 3 convs + the head, no functional call
+        assert sum(isinstance(m, nn.Conv2d) for m in lifted.modules()) == 4
+
+
+def test_the_unet_ends_in_a_banded_tail_over_the_virtual_concatenation(exported: dict[str, Path]) -> None:
+    plan = compile(load_model(exported["unet"]).model, device="cpu")
+    assert any(note.startswith("labels-out tail: 3 stages") for note in plan.notes), plan.notes
+    assert "2 resizes to another tensor's size are integer scales" in plan.notes
+    assert plan.graph_module is not None
+    chains = [m for m in plan.graph_module.modules() if isinstance(m, BandedChain)]
+    assert len(chains) == 1 and chains[0].sources == 2  # d0a reads cat(upsample(y), s0) band by band
+
+
+@pytest.mark.parametrize(("size", "band_bytes"), [(256, 2**18), (512, None)])
+def test_the_tail_never_holds_full_size_logits_or_the_last_decoder_map(
+        size: int, band_bytes: int | None, exported: dict[str, Path]) -> None:
+    """TinyUNet's tail (3x3 conv over the skip concat, 3x3 conv, 3x3 head) at full resolution: in bands the
+    tail step holds less than the full-size logits plus the last decoder map, which the unbanded plan makes."""
+    model = load_model(exported["unet"]).model
+    plan, whole = compile(model, device="cpu"), compile(model, device="cpu", head=False)
+    assert plan.graph_module is not None
+    chain = next(m for m in plan.graph_module.modules() if isinstance(m, BandedChain))
+    if band_bytes is not None:  # a small budget: bands as few rows as it allows
+        chain.band_bytes, chain.min_rows = band_bytes, 1
+    x = torch.rand(1, 3, size, size)
+    labels, expected = plan.run(x), whole.run(x)
+    assert plan.last_stats is not None and whole.last_stats is not None
+    assert torch.equal(labels, expected)
+    full_maps = (5 + 8) * size * size * 4  # logits (5 classes) + the last decoder map (8 channels), fp32
+    steps = plan.last_stats.steps
+    tail = next(i for i, step in enumerate(steps) if step.name.endswith("_banded_tail"))
+    held_by_tail = steps[tail].peak_bytes - steps[tail - 1].live_bytes  # its bands and its labels
+    assert held_by_tail < 0.5 * full_maps, (held_by_tail, full_maps)
+    assert plan.last_stats.peak_bytes < whole.last_stats.peak_bytes
+    assert plan.estimate_peak(tuple(x.shape)) == plan.last_stats.peak_bytes
+
+
+def test_a_bundle_of_the_program_keeps_its_size_checks(exported: dict[str, Path], tmp_path: Path) -> None:
+    """`.pt2` -> `.leanseg` bundle (the IR graph as data): the size ranges and multiples travel with it."""
+    bundle = load_model(save_bundle(load_model(exported["shape_branch"]), tmp_path / "branch.leanseg"))
+    assert isinstance(bundle.model, GraphModel) and bundle.info.config.size_multiple == 32
+    with pytest.raises(OutsideCapturedSizes, match="divide by 32"):
+        bundle.model.net(torch.rand(1, 3, 48, 96))
+    x = torch.randn(1, 3, 70, 90)
+    with torch.inference_mode():
+        assert (bundle.model(x) - eager_reference(nets.made("shape_branch"), x)).abs().max().item() <= 1e-4
