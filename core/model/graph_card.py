@@ -62,7 +62,11 @@ def _input_channels(net: fx.GraphModule) -> int | None:
 
 def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tuple[int, int]:
     """(size multiple, classes): run the graph on small inputs; the card's multiple is checked, not trusted."""
-    candidates = (multiple,) if multiple else _PROBE_MULTIPLES
+    stride = _total_stride(net, channels)
+    # Without a card, the net's total stride comes first: a U-Net that upsamples to its skips' sizes runs at
+    # any size, but only sizes that divide by its stride keep every level aligned (and its resizes integer).
+    candidates = (multiple,) if multiple else tuple(dict.fromkeys([*([stride] if stride else []),
+                                                                   *_PROBE_MULTIPLES]))
     last_error = ""
     for m in candidates:
         try:
@@ -78,6 +82,19 @@ def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tup
     tried = f"size multiple {multiple} (from the card)" if multiple else f"size multiples {list(_PROBE_MULTIPLES)}"
     raise CheckpointError(f"{where}: the graph does not run as a segmentation net (1, C, H, W) -> (1, K, H, W) "
                           f"at {tried}: {last_error[:200]}")
+
+
+def _total_stride(net: fx.GraphModule, channels: int) -> int | None:
+    """The input's height over the smallest feature map's (a power of two up to 128), from a meta run."""
+    from ..engine.shapes import value_shapes
+
+    try:
+        shapes = value_shapes(net, (1, channels, 256, 256))
+    except Exception:  # a graph meta tensors cannot run: the probe below decides
+        return None
+    heights = [shape[2] for shape in shapes.values() if len(shape) == 4 and shape[2] > 1]  # not global pools
+    stride = 256 // min(heights) if heights else 0
+    return stride if stride in _PROBE_MULTIPLES and stride > 1 else None
 
 
 def _output_shape(net: fx.GraphModule, channels: int, height: int, width: int) -> list[int]:
