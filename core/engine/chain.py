@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, fx, nn
@@ -46,6 +47,8 @@ class Resize(nn.Module):
 
     def source_coordinates(self, rows: range, in_h: int, out_h: int) -> tuple[list[int], list[int], list[float]]:
         """For output rows: first source row, second source row, weight of the second (PyTorch's rules)."""
+        if out_h == in_h:  # ATen copies a dimension whose size does not change, whatever the scale says
+            return list(rows), list(rows), [0.0] * len(rows)
         if self.align_corners:
             ratio = (in_h - 1) / (out_h - 1) if out_h > 1 else 0.0
         else:
@@ -53,7 +56,7 @@ class Resize(nn.Module):
         first, second, weight = [], [], []
         for y in rows:
             if self.mode == "nearest":
-                index = min(math.floor(y * ratio), in_h - 1)
+                index = _nearest_row(y, in_h, out_h, self.scale[0] if self.scale is not None else None)
                 first.append(index)
                 second.append(index)
                 weight.append(0.0)
@@ -208,6 +211,18 @@ class BandedChain(nn.Module):
 
     def extra_repr(self) -> str:
         return f"crop={self.crop}"
+
+
+def _nearest_row(y: int, in_h: int, out_h: int, scale: float | None) -> int:
+    """The source row PyTorch's CPU nearest resize reads for output row y (ATen's nearest_idx: the same
+    size and twice the size special-cased, else floor(y * ratio) in float32, which exact arithmetic
+    does not reproduce: 45 -> 100 rows reads row 8 for row 20, not 9)."""
+    if out_h == in_h:
+        return y
+    if out_h == 2 * in_h:
+        return y >> 1
+    ratio = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(in_h) / np.float32(out_h)
+    return min(math.floor(np.float32(y) * ratio), in_h - 1)
 
 
 def _nbytes(tensor: Tensor) -> int:

@@ -163,3 +163,25 @@ def test_banded_tail_on_two_threads_equals_one_thread() -> None:
     finally:
         torch.set_num_threads(threads)
     assert (single - double).abs().max().item() <= 1e-6
+
+
+@pytest.mark.parametrize(("mode", "align_corners"), [("nearest", False), ("bilinear", False), ("bilinear", True)])
+def test_resize_stage_rows_equal_pytorch_at_awkward_sizes(mode: str, align_corners: bool) -> None:
+    """The rows a band reads and their weights follow PyTorch's own index arithmetic (nearest: float32 ratio,
+    same size and twice the size special-cased), by size and by a non-integer scale."""
+    kwargs = {"align_corners": align_corners} if mode == "bilinear" else {}
+    tolerance = 0.0 if mode == "nearest" else 5e-5  # bilinear weights: float64 here, float32 in PyTorch
+    generator = torch.Generator().manual_seed(0)
+    for in_h in (1, 2, 3, 19, 45):
+        x = torch.randn(1, 2, in_h, 3, generator=generator).contiguous(memory_format=torch.channels_last)
+        for out_h in range(1, 131):  # 45 -> 100: PyTorch reads row 8 for row 20 (float32), exact math says 9
+            got = Resize(mode, align_corners, None).rows(x, 0, range(out_h), in_h, out_h, 3)
+            expected = F.interpolate(x, size=(out_h, 3), mode=mode, **kwargs)
+            assert (got - expected).abs().max().item() <= tolerance, (in_h, out_h)
+        for scale in (1.25, 1.5, 2.5, 3.0):  # 2 rows x 1.25 -> 2 rows: the same rows, not floor(y / 1.25)
+            resize = Resize(mode, align_corners, (scale, scale))
+            out_h, out_w = resize.output_size(in_h, 3, None)
+            expected = F.interpolate(x, scale_factor=scale, mode=mode, **kwargs)
+            assert expected.shape[2:] == (out_h, out_w)
+            got = resize.rows(x, 0, range(out_h), in_h, out_h, out_w)
+            assert (got - expected).abs().max().item() <= tolerance, (in_h, scale)
