@@ -92,7 +92,9 @@ def _total_stride(net: fx.GraphModule, channels: int) -> int | None:
         shapes = value_shapes(net, (1, channels, 256, 256))
     except Exception:  # a graph meta tensors cannot run: the probe below decides
         return None
-    heights = [shape[2] for shape in shapes.values() if len(shape) == 4 and shape[2] > 1]  # not global pools
+    constants = {node.name for node in net.graph.nodes if node.op == "get_attr"}  # weights are no feature maps
+    heights = [shape[2] for name, shape in shapes.items()
+               if name not in constants and len(shape) == 4 and shape[2] > 1]  # not global pools
     stride = 256 // min(heights) if heights else 0
     return stride if stride in _PROBE_MULTIPLES and stride > 1 else None
 

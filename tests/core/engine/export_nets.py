@@ -164,9 +164,27 @@ class TinyUNet(nn.Module):
         return self.head(y)
 
 
+class LearnedUpsample(nn.Module):
+    """A decoder's learned 2x upsample (ConvTranspose2d, 2x2 kernel) beside a bilinear one, after an SE gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = conv_bn(3, 8, stride=2)
+        self.fc = nn.Conv2d(8, 8, 1)
+        self.up = nn.ConvTranspose2d(8, 8, 2, stride=2)
+        self.head = nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.relu(self.stem(x))
+        y = y * torch.sigmoid(self.fc(y.mean((2, 3), keepdim=True)))
+        y = self.up(y) + F.interpolate(y, scale_factor=2, mode="bilinear", align_corners=False)
+        return self.head(y)
+
+
 CASES: dict[str, Callable[[], nn.Module]] = {
     "se_block": SEBlock, "functional_static_padding": FunctionalStaticPadding, "shape_branch": ShapeBranch,
     "fpn_merge": FPNMerge, "aspp": ASPP, "resnet_basic": ResNetBasic, "unet": TinyUNet,
+    "learned_upsample": LearnedUpsample,
 }
 LOWEST_COLUMNS = {"shape_branch": 3}  # widths >= 96: the branch on `width > 64` is decided for every size
 
