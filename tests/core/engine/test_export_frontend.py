@@ -156,3 +156,19 @@ def test_a_bundle_of_the_program_keeps_its_size_checks(exported: dict[str, Path]
     x = torch.randn(1, 3, 70, 90)
     with torch.inference_mode():
         assert (bundle.model(x) - eager_reference(nets.made("shape_branch"), x)).abs().max().item() <= 1e-4
+
+
+def test_a_module_fx_cannot_trace_is_captured_through_export() -> None:
+    """compile(nn.Module) itself: the shape branch goes through torch.export; a size whose branch the capture
+    did not take (width 64) runs the module eagerly, the plan says so."""
+    model = nets.made("shape_branch")
+    plan = compile(model, device="cpu")
+    assert "<whole model>" not in plan.fallbacks and plan.fallbacks == []
+    assert any("holds for some input sizes only" in note for note in plan.notes)
+    for size, eager in (((64, 96), False), ((64, 64), True)):
+        x = torch.randn(1, 3, *size)
+        logits = plan.run(x, output="logits")
+        assert plan.last_stats is not None
+        assert (plan.last_stats.steps[-1].name == "model") == eager, size
+        with torch.inference_mode():
+            assert (logits - model(x)).abs().max().item() <= 1e-4
