@@ -109,7 +109,7 @@ def test_aten_ops_are_lifted_to_layers(name: str, expected: set[str], exported: 
     lifted = lift_exported_program(load_exported_program(exported[name]))
     found = kinds(lifted)
     assert expected <= found, found
-    assert not any(name.startswith(("conv2d", "convolution", "stack", "sum")) for name in found), found
+    assert not any(kind.startswith(("conv2d", "convolution", "stack", "sum")) for kind in found), found
     if name == "functional_static_padding":  # F.conv2d became modules: 3 convs + the head, no functional call
         assert sum(isinstance(m, nn.Conv2d) for m in lifted.modules()) == 4
 
