@@ -83,13 +83,18 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
         module.parallel_bands = device.type == "cpu"
     if memory_budget is not None:
         notes.append(apply_memory_budget(graph_module, memory_budget))
-    guarded = any(node.target is check_size for node in graph_module.graph.nodes)
+    guarded = _has_size_check(graph_module) and not any(_has_size_check(m) for m in model.modules()
+                                                         if isinstance(m, fx.GraphModule))  # ours, not the file's
     if guarded:
         notes.append("the capture holds for some input sizes only (the model branches on its size): "
                      "other sizes run eagerly")
     size_fallback = copy.deepcopy(model).eval().to(device, dtype) if guarded else None
     return Plan(graph_module, size_fallback, device=device, dtype=dtype, notes=notes,
                 fallbacks=unknown_nodes(graph_module))
+
+
+def _has_size_check(graph_module: fx.GraphModule) -> bool:
+    return any(node.target is check_size for node in graph_module.graph.nodes)
 
 
 def unknown_nodes(graph_module: fx.GraphModule) -> list[str]:
