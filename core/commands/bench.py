@@ -1,4 +1,4 @@
-"""`leanseg bench`: inference (default), `--train` (training step), `--sizes` (tiling, large images)."""
+"""`leanseg bench`: inference (default), `--train` (training step), `--sizes` (tiling, large images), `--zoo DIR`."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +10,7 @@ from .common import report_error
 from .options import HELP_FORMATTER, add_device_option
 
 # Each mode lives in its own module in leanseg.core.benchmarks and defines add_arguments(parser), run(args).
-MODES = {"inference": "inference", "train": "training", "sizes": "tiling"}
+MODES = {"inference": "inference", "train": "training", "sizes": "tiling", "zoo": "zoo"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--train", action="store_true", help="benchmark one training step (plain/checkpointed/bf16)")
     mode.add_argument("--sizes", type=str, default=None, metavar="N,N,...",
                       help="tiling benchmark at these square sizes, e.g. 1024,2048,4096,8192")
+    mode.add_argument("--zoo", type=Path, default=None, metavar="DIR",
+                      help="every NAME.pt2 (+ NAME.onnx) in DIR and leanseg's U-Nets: eager, engine, ONNX Runtime")
     parser.add_argument("--out", type=Path, default=Path("out/bench"), help="folder for JSON and PNG")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads per configuration")
     add_device_option(parser)
@@ -37,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         args.device = str(resolve_device(args.device))  # 'auto' -> cpu or cuda:0, as the results record it
     except ValueError as err:
         return report_error(err)
-    mode = "train" if args.train else "sizes" if args.sizes else "inference"
+    mode = "train" if args.train else "sizes" if args.sizes else "zoo" if args.zoo else "inference"
     try:
         module = importlib.import_module(f"..benchmarks.{MODES[mode]}", __package__)
     except ModuleNotFoundError:

@@ -1,0 +1,141 @@
+"""`leanseg bench --zoo DIR`: eager, engine fp32 / bf16 and ONNX Runtime on every model of a zoo folder.
+
+Each NAME.pt2 in DIR (its NAME.onnx beside it for ONNX Runtime) and leanseg's own two U-Nets, at one square
+size, on the CPU. Every configuration runs in two subprocesses: one with mapped malloc for the peak above
+baseline and the agreement with eager on the sample images, one with glibc's defaults for the latency a
+user's process sees. Prints a table and the issue's bars; writes bench_zoo.json and bench_zoo.png.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..memory import format_bytes
+from .inference import _add_ratios, _bars
+from .inference_cases import MODELS
+from .measure import run_case
+from .report import format_table, write_json
+from .zoo_cases import sample_count
+from .zoo_report import bar_lines, chart, geomean_lines
+
+CASE = "leanseg.core.benchmarks.zoo_cases:zoo_case"
+SHORT_CONFIGS = {"eager": "eager no_grad", "fp32": "engine fp32", "bf16": "engine bf16", "ort": "onnxruntime"}
+COLUMNS = ("model", "config", "peak", "x eager mem", "seconds", "x ORT time", "max|dlogit|", "labels same",
+           "eager nodes")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("--zoo DIR")
+    group.add_argument("--zoo-models", default=None, metavar="NAME,...",
+                       help=f"subset of the zoo's NAMEs and {', '.join(MODELS)} (default: all)")
+    group.add_argument("--zoo-configs", default=",".join(SHORT_CONFIGS), metavar="CONFIG,...",
+                       help=f"subset of: {', '.join(SHORT_CONFIGS)} (eager always runs: it is the reference)")
+    group.add_argument("--size", type=int, default=1024, help="square input size, a multiple of 32 (default 1024)")
+    group.add_argument("--repeats", type=int, default=3, help="timed runs per configuration, median (default 3)")
+
+
+def zoo_models(folder: Path) -> dict[str, Path]:
+    """NAME -> NAME.pt2 for every `.pt2` in `folder`; raises ValueError naming the folder when there is none."""
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: no such folder (build one with ../shared/zoo/build.py)")
+    found = {path.stem: path for path in sorted(folder.glob("*.pt2"))}
+    if not found:
+        raise ValueError(f"{folder}: no .pt2 models in it (build them with ../shared/zoo/build.py)")
+    return found
+
+
+def bf16_convolutions() -> bool:
+    """Whether PyTorch's oneDNN runs bf16 convolutions on this CPU (else they raise at the first call)."""
+    import torch
+
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def _pick(text: str | None, valid: list[str], what: str) -> list[str]:
+    if text is None:
+        return valid
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    unknown = [item for item in items if item not in valid]
+    if unknown or not items:
+        raise ValueError(f"unknown {what} {unknown or text!r}; valid: {', '.join(valid)}")
+    return items
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        zoo = zoo_models(args.zoo)
+        models = _pick(args.zoo_models, [*zoo, *MODELS], "--zoo-models")
+        configs = [SHORT_CONFIGS[c] for c in _pick(args.zoo_configs, list(SHORT_CONFIGS), "--zoo-configs")]
+        if args.size < 32 or args.size % 32 or args.repeats < 1:
+            raise ValueError(f"--size must be a positive multiple of 32 (got {args.size}) and --repeats >= 1 "
+                             f"(got {args.repeats})")
+    except ValueError as err:
+        print(f"leanseg: error: {err}")
+        return 2
+    if str(getattr(args, "device", "cpu")).startswith("cuda"):
+        print("--zoo measures on the CPU (ONNX Runtime's CPU provider is the anchor); --device is not used")
+    if "eager no_grad" not in configs:
+        configs.insert(0, "eager no_grad")  # the reference every ratio and comparison needs
+    notes = [f"{args.size}x{args.size}, {args.threads} threads, median of {args.repeats} after 2 warm-ups; "
+             f"agreement on {sample_count()} sample images (assets/samples) stretched to {args.size}x{args.size}"]
+    if "onnxruntime" in configs and importlib.util.find_spec("onnxruntime") is None:
+        notes.append("onnxruntime skipped: install the bench extra (pip install 'leanseg[bench]')")
+        configs.remove("onnxruntime")
+    if "engine bf16" in configs and not bf16_convolutions():
+        notes.append("engine bf16 skipped: this CPU has no bf16 convolution in oneDNN (needs avx512bw + avx512vl "
+                     "+ avx512dq, or avx_ne_convert)")
+        configs.remove("engine bf16")
+    print("\n".join(notes), flush=True)
+    workdir = Path(tempfile.mkdtemp(prefix="leanseg-bench-zoo-"))
+    rows = []
+    try:
+        for model in models:
+            for config in configs:
+                rows.append(_measure(args, model, zoo, config, workdir))
+            for reference in workdir.glob(f"{model}_eager_*.pt"):
+                reference.unlink()  # 50 MB per sample at 1024: keep one model's at a time
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    _add_ratios(rows)
+    print(format_table(rows, COLUMNS))
+    zoo_rows = [row for row in rows if row["model"] in zoo]
+    summary = geomean_lines(zoo_rows) + bar_lines(zoo_rows) + _bars([r for r in rows if r["model"] in MODELS])
+    print("\n" + "\n".join(summary))
+    payload = {"size": args.size, "threads": args.threads, "repeats": args.repeats, "zoo": str(args.zoo),
+               "notes": notes, "rows": rows, "summary": summary,
+               "malloc": "peak: MALLOC_MMAP_THRESHOLD_=65536 (VmHWM above baseline); seconds: glibc defaults"}
+    path = write_json(args.out / "bench_zoo.json", payload)
+    picture = chart(rows, args.out / "bench_zoo.png")
+    print(f"\nwrote {path}" + (f", {picture}" if picture else ""))
+    return 0
+
+
+def _measure(args: argparse.Namespace, model: str, zoo: dict[str, Path], config: str,
+             workdir: Path) -> dict[str, Any]:
+    print(f"  {model} {config} ...", flush=True)
+    onnx = zoo[model].with_suffix(".onnx") if model in zoo else workdir / f"{model}.onnx"
+    row: dict[str, Any] = {"model": model, "size": args.size, "config": config}
+    if config == "onnxruntime" and model in zoo and not onnx.is_file():
+        return {**row, "peak": f"skipped: no {onnx.name} beside {zoo[model].name}"}
+    kwargs = {"model": str(zoo.get(model, model)), "size": args.size, "config": config, "repeats": args.repeats,
+              "reference": str(workdir / f"{model}_eager"), "onnx": str(onnx), "threads": args.threads}
+    peak = run_case(CASE, {**kwargs, "measure": "peak"}, threads=args.threads)
+    latency = run_case(CASE, {**kwargs, "measure": "latency"}, threads=args.threads, user_malloc=True)
+    failed = peak.get("error") or latency.get("error")
+    if failed:
+        return {**row, "peak": f"error: {str(failed).split(' | ')[-1][:100]}", "error": failed}
+    row.update(peak)
+    row["seconds_mapped"] = peak["seconds"]  # what mapped malloc's page faults cost: not the figure users see
+    row["seconds"] = latency["seconds"]
+    row["peak"] = format_bytes(peak["peak_bytes"])
+    if "max_abs_diff" in peak:
+        row["max|dlogit|"] = f"{peak['max_abs_diff']:.1e}"
+        row["labels same"] = f"{100 * peak['label_agreement']:.3f}%"
+    if "whole_model_fallback" in peak:
+        row["eager nodes"] = "whole model" if peak["whole_model_fallback"] else peak["eager_nodes"]
+    return row
+

@@ -1,0 +1,119 @@
+"""`leanseg bench --zoo DIR` on a tiny zoo built here (.pt2 + .onnx + card, as ../shared/zoo/build.py writes them),
+run as a real subprocess: every configuration is measured, with finite figures, and the engine agrees with eager."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.export import Dim
+
+from leanseg.core.benchmarks.zoo import bf16_convolutions
+
+CLASSES = 4
+HAS_ORT = importlib.util.find_spec("onnxruntime") is not None
+
+
+class TinySegNet(nn.Module):
+    """conv-BN-ReLU, a stride-2 conv, a 3x3 conv, upsample, add the skip, a 1x1 head: (1, 3, H, W) -> (1, 4, H, W)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.down = nn.Sequential(nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.ReLU6(),
+                                  nn.Conv2d(8, 8, 3, padding=1), nn.ReLU())
+        self.head = nn.Conv2d(8, CLASSES, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skip = self.stem(x)
+        deep = nn.functional.interpolate(self.down(skip), scale_factor=2.0, mode="bilinear", align_corners=False)
+        return self.head(skip + deep)
+
+
+def build_tiny_zoo(folder: Path, name: str = "tiny") -> Path:
+    """NAME.pt2 (dynamic H, W multiples of 32), NAME.onnx (dynamic axes) and NAME.json (card_version 1)."""
+    torch.manual_seed(0)
+    model = TinySegNet().eval()
+    for module in model.modules():  # BatchNorm statistics that are not the identity, as build.py does
+        if isinstance(module, nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+    x = torch.rand(1, 3, 64, 96)
+    rows, cols = Dim("r", min=1, max=64), Dim("c", min=1, max=64)
+    with torch.no_grad():
+        program = torch.export.export(model, (x,), dynamic_shapes={"x": {2: 32 * rows, 3: 32 * cols}})
+        torch.export.save(program, folder / f"{name}.pt2")
+        torch.onnx.export(model, (x,), str(folder / f"{name}.onnx"), opset_version=17, dynamo=False,
+                          input_names=["image"], output_names=["logits"],
+                          dynamic_axes={"image": {2: "height", 3: "width"}, "logits": {2: "height", 3: "width"}})
+    card = {"card_version": 1, "name": name, "architecture": "a tiny test net",
+            "classes": [f"class {i}" for i in range(CLASSES)],
+            "input": {"channels": 3, "range": "0..1 RGB, then normalised", "mean": [0.485, 0.456, 0.406],
+                      "std": [0.229, 0.224, 0.225], "size_multiple": 32},
+            "output": "logits (1, classes, height, width)", "weights": "random, seed 0"}
+    (folder / f"{name}.json").write_text(json.dumps(card, indent=2) + "\n")
+    return folder
+
+
+def bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "leanseg.core", "bench", *args], capture_output=True, text=True,
+                          timeout=1200)
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("zoo")
+    return build_tiny_zoo(folder)
+
+
+def test_bench_zoo_measures_every_configuration_of_a_zoo_model_and_leansegs_own(zoo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    proc = bench("--zoo", str(zoo), "--zoo-models", "tiny,MobileUNet", "--size", "64", "--repeats", "1",
+                 "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    payload = json.loads((out / "bench_zoo.json").read_text())
+    assert (out / "bench_zoo.png").stat().st_size > 0
+    rows = {(row["model"], row["config"]): row for row in payload["rows"]}
+    expected = ["eager no_grad", "engine fp32"] + (["engine bf16"] if bf16_convolutions() else []) + (
+        ["onnxruntime"] if HAS_ORT else [])
+    for model in ("tiny", "MobileUNet"):
+        for config in expected:
+            row = rows[(model, config)]
+            assert "error" not in row, row
+            assert row["peak_bytes"] >= 0 and math.isfinite(row["seconds"]) and row["seconds"] > 0, row
+            if config != "eager no_grad":
+                assert math.isfinite(row["max_abs_diff"]) and 0.0 <= row["label_agreement"] <= 1.0, row
+                assert row["samples"] >= 1
+        fp32 = rows[(model, "engine fp32")]
+        assert fp32["whole_model_fallback"] is False and fp32["eager_nodes"] == 0
+        assert fp32["max_abs_diff"] <= 1e-4 and fp32["label_agreement"] == 1.0
+        if HAS_ORT:
+            assert rows[(model, "onnxruntime")]["max_abs_diff"] <= 1e-4
+            assert isinstance(rows[(model, "engine fp32")]["x ORT time"], float)
+    assert "engine bf16" in str(payload["notes"]) or bf16_convolutions()  # skipped only with a note
+    assert any(line.startswith("tiny fp32:") for line in payload["summary"])
+    assert "| tiny " in proc.stdout
+    assert ("geometric mean of engine fp32 latency / ONNX Runtime's over 1 zoo models" in proc.stdout) == HAS_ORT
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--zoo-models", "nope"), "unknown --zoo-models ['nope']; valid: tiny, MobileUNet, PlainUNet"),
+    (("--zoo-configs", "fp64"), "unknown --zoo-configs ['fp64']; valid: eager, fp32, bf16, ort"),
+    (("--size", "100"), "--size must be a positive multiple of 32 (got 100)"),
+])
+def test_bench_zoo_refuses_bad_choices_naming_the_valid_ones(zoo: Path, tmp_path: Path, extra: tuple[str, ...],
+                                                             message: str) -> None:
+    proc = bench("--zoo", str(zoo), *extra, "--out", str(tmp_path / "bench"))
+    assert proc.returncode == 2 and message in proc.stdout, proc.stdout + proc.stderr
+    assert not (tmp_path / "bench").exists()
+
+
+def test_bench_zoo_names_a_folder_without_models(tmp_path: Path) -> None:
+    proc = bench("--zoo", str(tmp_path), "--out", str(tmp_path / "bench"))
+    assert proc.returncode == 2 and f"{tmp_path}: no .pt2 models in it" in proc.stdout
