@@ -127,6 +127,7 @@ def _measure(args: argparse.Namespace, model: str, zoo: dict[str, Path], config:
     latency = run_case(CASE, {**kwargs, "measure": "latency"}, threads=args.threads, user_malloc=True)
     failed = peak.get("error") or latency.get("error")
     if failed:
+        print(f"    failed: {str(failed)[-300:]}", flush=True)
         return {**row, "peak": f"error: {str(failed).split(' | ')[-1][:100]}", "error": failed}
     row.update(peak)
     row["seconds_mapped"] = peak["seconds"]  # what mapped malloc's page faults cost: not the figure users see
@@ -137,5 +138,8 @@ def _measure(args: argparse.Namespace, model: str, zoo: dict[str, Path], config:
         row["labels same"] = f"{100 * peak['label_agreement']:.3f}%"
     if "whole_model_fallback" in peak:
         row["eager nodes"] = "whole model" if peak["whole_model_fallback"] else peak["eager_nodes"]
+    print(f"    peak {row['peak']}, {row['seconds']:.3f} s ({row['seconds_mapped']:.3f} s mapped)"
+          + (f", max|dlogit| {row['max|dlogit|']}, labels {row['labels same']}" if "labels same" in row else ""),
+          flush=True)  # the figures reach the log as they come, even if the run is stopped
     return row
 
