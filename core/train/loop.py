@@ -88,7 +88,7 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
         if ema is not None:
             ema.load_state_dict(state["ema"])
         start_epoch, best_miou, history = state["epoch"], state["best_miou"], json.loads(state["history"])
-        log(f"resuming after epoch {start_epoch} (best val mIoU {best_miou:.4f})")
+        log(f"resuming after epoch {start_epoch}" + (f" (best val mIoU {best_miou:.4f})" if best_miou >= 0 else ""))
     for epoch in range(start_epoch, config.epochs):
         started = time.perf_counter()
         full_size = epoch >= config.epochs - config.finetune_full_epochs
