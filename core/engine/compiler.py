@@ -21,6 +21,7 @@ from .layout import to_channels_last
 from .liveness import free_shape_only_reads, shape_of
 from .merge_bands import band_merge_convs
 from .plan import Plan
+from .residual import ResidualConv, fuse_residual_convs
 from .schedule import run_consumers_early
 from .shapes import input_channels, sizes_to_scales
 from .virtual import fuse_concat_inputs
@@ -28,8 +29,9 @@ from .virtual import fuse_concat_inputs
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 # Nodes the engine knows the memory behaviour of; anything else runs as a plain eager call.
-_KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, BandedChain, nn.BatchNorm2d, nn.ReLU, nn.ReLU6,
-                  nn.Hardtanh, nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample,
+_KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, BandedChain, ResidualConv, nn.BatchNorm2d, nn.ReLU,
+                  nn.ReLU6, nn.Hardtanh,
+                  nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample,
                   nn.Hardsigmoid, nn.Sigmoid, nn.GELU, nn.GroupNorm)
 _KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, torch.mul, torch.cat, F.interpolate,
                     F.max_pool2d, F.avg_pool2d, F.relu, F.relu6, F.hardswish, F.silu, torch.relu, crop_like,
@@ -70,6 +72,7 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
         notes.append(f"{band_merge_convs(graph_module)} convs over an FPN merge (upsample + 1x1 conv) run in row bands")
         fused = fuse_concat_inputs(graph_module, (BandedInvertedResidual,))
         notes.append(f"{fused} concatenations (and their upsampling) made virtual: built band by band")
+    notes.append(f"{fuse_residual_convs(graph_module)} conv + residual adds written into the residual")
     if head:
         if labels_head(graph_module):
             notes.append("labels-out head: argmax per band")
