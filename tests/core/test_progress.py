@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import os
 import pty
+import threading
 
 from leanseg.core.commands.progress import ProgressBar
 
@@ -21,8 +22,23 @@ def test_plain_lines_when_not_a_terminal() -> None:
     assert len(lines) <= 2  # the first item, then the last: not one line per update
 
 
+def _drain(fd: int, into: list[bytes]) -> None:
+    """Read a pseudo-terminal's leader until its follower is closed (EIO), so the writer never blocks."""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        into.append(chunk)
+
+
 def test_rich_bar_on_a_terminal_with_lines_above_it() -> None:
     leader, follower = pty.openpty()
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=_drain, args=(leader, chunks), daemon=True)
+    reader.start()
     with os.fdopen(follower, "w", encoding="utf-8", closefd=True) as terminal:
         bar = ProgressBar(4, label="frames.mp4", unit="frames", stream=terminal)
         assert bar.interactive
@@ -31,15 +47,7 @@ def test_rich_bar_on_a_terminal_with_lines_above_it() -> None:
         bar.update(2)
         bar.close()
         terminal.flush()
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:
-                break
-            chunks.append(chunk)
-            if len(chunk) < 65536:
-                break
+    reader.join(timeout=30)
     os.close(leader)
     text = b"".join(chunks).decode("utf-8", "replace")
     assert "\x1b[" in text and "━" in text  # a drawn rich bar, not plain lines
