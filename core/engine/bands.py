@@ -35,6 +35,7 @@ class BandedInvertedResidual(nn.Module):
     def __init__(self, expand: ConvAct | None, depthwise: ConvAct, project: ConvAct | None, residual: bool) -> None:
         super().__init__()
         self.parts: tuple[Part, ...] = (Part(),)  # how the node's arguments form the input
+        self.producers = nn.ModuleList()  # convs the parts recompute band by band (Part.producer)
         self.addend: Part | None = None  # set: expand(input) + this upsampled second argument (an FPN merge)
         self.expand = expand
         self.depthwise = depthwise
@@ -67,7 +68,7 @@ class BandedInvertedResidual(nn.Module):
 
     def forward(self, *inputs: Tensor) -> Tensor:  # (1, Cin, H, W) -> (1, Cout, H', W')
         x = inputs[0]
-        _, height, width = virtual_size(inputs[:1] if self.addend is not None else inputs, self.parts)
+        _, height, width = virtual_size(inputs[:1] if self.addend is not None else inputs, self.parts, self.producers)
         out_h, out_w = self.output_size(height, width)
         last_conv = (self.project or self.depthwise).conv
         shape = (x.shape[0], last_conv.out_channels, out_h, out_w)
@@ -104,7 +105,7 @@ class BandedInvertedResidual(nn.Module):
             first, padding = (top - skip) * stride, (pad, self._width_padding[1])
         if self.addend is not None:
             return self._merged_band(inputs, height, first, min(last, height), padding, skip, bottom - top)
-        rows, building_bytes = virtual_rows(inputs, self.parts, first, min(last, height))
+        rows, building_bytes = virtual_rows(inputs, self.parts, first, min(last, height), self.producers)
         made_bytes = 0 if self.parts == (Part(),) else rows.untyped_storage().nbytes()  # else a view
         expanded = self.expand(rows) if self.expand is not None else rows
         if self.expand is not None:

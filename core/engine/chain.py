@@ -11,7 +11,8 @@ intermediate maps and full-size logits never exist.
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -24,7 +25,7 @@ from .bands import BandedInvertedResidual
 from .capture import module_of
 from .fuse import ConvAct
 from .head import labels_dtype
-from .virtual import source_rows, virtual_rows, virtual_size
+from .virtual import Part, conv_output_size, source_rows, virtual_rows, virtual_size
 
 DEFAULT_BAND_BYTES = 4 * 2**20  # the band's stage tensors together
 MIN_BAND_ROWS = 48  # each band recomputes its conv halos: fewer rows, more repeated work (16: +12% time)
@@ -102,11 +103,14 @@ class BandedChain(nn.Module):
 
     forward(source, *sizes, reference): `sizes` are the (height, width) pairs of the resizes that take a
     size, in order; `reference` is the tensor a final crop matches (when `crop`). `emit` is set by the
-    executor before each run: 'labels' or 'logits'.
+    executor before each run: 'labels' or 'logits'. An `interior` chain (inside the network, e.g. a
+    ResNet stem) always emits its whole output, channels_last, for the steps after it.
     """
 
-    def __init__(self, stages: list[nn.Module], sized: list[bool], crop: bool, sources: int = 1) -> None:
+    def __init__(self, stages: list[nn.Module], sized: list[bool], crop: bool, sources: int = 1,
+                 interior: bool = False) -> None:
         super().__init__()
+        self.interior = interior
         self.stages = nn.ModuleList(stages)
         self.sources = sources  # >1: the first stage is a conv over a virtual concatenation of these inputs
         self.sized = sized  # per stage: a Resize that takes its size as an argument
@@ -125,39 +129,43 @@ class BandedChain(nn.Module):
         sizes = iter(zip(extra[0::2], extra[1::2]))
         first = self.stages[0]
         if isinstance(first, BandedInvertedResidual):
-            shapes = [virtual_size(tensors, first.parts)]  # (C, H, W) entering each stage
+            shapes = [virtual_size(tensors, first.parts, first.producers)]  # (C, H, W) entering each stage
         else:
             shapes = [(source.shape[1], source.shape[2], source.shape[3])]
         for stage, sized in zip(self.stages, self.sized):
             channels, height, width = shapes[-1]
             if isinstance(stage, BandedInvertedResidual):
-                shapes.append((stage.depthwise.conv.out_channels, *_conv_size(stage.depthwise.conv, height, width)))
+                conv = stage.depthwise.conv
+                shapes.append((conv.out_channels, *conv_output_size(conv, height, width)))
             elif isinstance(stage, ConvAct):
-                shapes.append((stage.conv.out_channels, *_conv_size(stage.conv, height, width)))
+                shapes.append((stage.conv.out_channels, *conv_output_size(stage.conv, height, width)))
             elif isinstance(stage, Resize):
                 shapes.append((channels, *stage.output_size(height, width, next(sizes) if sized else None)))
+            elif isinstance(stage, nn.MaxPool2d):
+                shapes.append((channels, *conv_output_size(_pool_geometry(stage), height, width)))
             else:
                 shapes.append(shapes[-1])
         classes, height, width = shapes[-1]
         if reference is not None:
             height, width = min(height, reference.shape[2]), min(width, reference.shape[3])
-        if self.emit == "labels":
+        labels = self.emit == "labels" and not self.interior
+        if labels:
             out = torch.empty((1, height, width), dtype=labels_dtype(classes), device=source.device)
         else:
-            out = torch.empty((1, classes, height, width), dtype=source.dtype, device=source.device)
+            out = torch.empty((1, classes, height, width), dtype=source.dtype, device=source.device,
+                              memory_format=torch.channels_last)
         row_bytes = sum(c * w * source.element_size() * max(1.0, h / max(1, height)) for c, h, w in shapes)
         rows = max(1, min(height, max(self.min_rows, int(self.band_bytes // max(1.0, row_bytes)))))
 
         def run_band(top: int, bottom: int) -> int:
             band, held = self._band(tensors, shapes, top, bottom)
             band = band[..., :width]
-            if band.is_meta:
-                return held + (band[:, 0].numel() * 8 if self.emit == "labels" else 0)
-            if self.emit == "labels":
+            argmax_bytes = band[:, 0].numel() * 8 if labels else 0  # argmax's int64 indices
+            if not band.is_meta and labels:
                 out[:, top:bottom] = band.argmax(1)
-            else:
+            elif not band.is_meta:
                 out[:, :, top:bottom] = band
-            return held
+            return held + argmax_bytes
 
         self.transient_bytes = run_bands(run_band, row_bands(height, rows), source.device, self.parallel_bands)
         return out
@@ -173,11 +181,11 @@ class BandedChain(nn.Module):
             stage = self.stages[index]
             a, b = max(a, 0), min(b, shapes[index + 1][1])
             out_rows[index] = (a, b)
-            if isinstance(stage, (ConvAct, BandedInvertedResidual)):
-                conv = stage.conv if isinstance(stage, ConvAct) else stage.depthwise.conv
-                span = conv.dilation[0] * (conv.kernel_size[0] - 1)
-                pad = int(conv.padding[0])  # type: ignore[index]
-                a, b = a * conv.stride[0] - pad, (b - 1) * conv.stride[0] - pad + span + 1
+            if isinstance(stage, (ConvAct, BandedInvertedResidual, nn.MaxPool2d)):
+                window = _window_of(stage)
+                span = window.dilation[0] * (window.kernel_size[0] - 1)
+                pad = int(window.padding[0])
+                a, b = a * window.stride[0] - pad, (b - 1) * window.stride[0] - pad + span + 1
             elif isinstance(stage, Resize):
                 first, second, _ = stage.source_coordinates(range(a, b), shapes[index][1], shapes[index + 1][1])
                 a, b = min(first), max(second) + 1
@@ -185,8 +193,8 @@ class BandedChain(nn.Module):
         offset = max(in_rows[0][0], 0)
         opening = self.stages[0]
         if isinstance(opening, BandedInvertedResidual):  # rows of the concatenation, built for this band
-            x, peak = virtual_rows(tensors, opening.parts, offset, min(in_rows[0][1], shapes[0][1]))
-            current = 0 if len(tensors) == 1 and opening.parts[0].scale is None else _nbytes(x)
+            x, peak = virtual_rows(tensors, opening.parts, offset, min(in_rows[0][1], shapes[0][1]), opening.producers)
+            current = 0 if len(tensors) == 1 and opening.parts[0] == Part() else _nbytes(x)
         else:
             x, peak, current = tensors[0][:, :, offset:min(in_rows[0][1], shapes[0][1])], 0, 0  # a view
         for index, stage in enumerate(self.stages):
@@ -200,6 +208,9 @@ class BandedChain(nn.Module):
                         x.new_empty((x.shape[0], x.shape[1], x.shape[2] + pad_top + pad_bottom, x.shape[3]))
                     peak, current = max(peak, current + _nbytes(x)), _nbytes(x)
                 x = conv_act(x, padding=(0, conv_act.conv.padding[1]))  # type: ignore[index]
+            elif isinstance(stage, nn.MaxPool2d):
+                x, made = _pooled_rows(stage, x, lo, hi, in_h)
+                peak = max(peak, current + made)
             elif isinstance(stage, Resize):
                 out_h, out_w = shapes[index + 1][1], shapes[index + 1][2]
                 x = stage.rows(x, offset, range(*out_rows[index]), in_h, out_h, out_w)
@@ -211,6 +222,47 @@ class BandedChain(nn.Module):
 
     def extra_repr(self) -> str:
         return f"crop={self.crop}"
+
+
+@dataclass(frozen=True)
+class Window:
+    """A sliding window's geometry per axis (height, width): what maps output rows to input rows."""
+
+    kernel_size: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+
+
+def _window_of(stage: nn.Module) -> Window:
+    """The window of a conv stage (its depthwise conv for a banded block) or of a max pool."""
+    if isinstance(stage, nn.MaxPool2d):
+        return _pool_geometry(stage)
+    assert isinstance(stage, (ConvAct, BandedInvertedResidual))
+    conv = stage.conv if isinstance(stage, ConvAct) else stage.depthwise.conv
+    return Window(conv.kernel_size, conv.stride, cast(tuple[int, int], conv.padding), conv.dilation)  # type: ignore[arg-type]
+
+
+def _pool_geometry(pool: nn.MaxPool2d) -> Window:
+    pair = nn.modules.utils._pair
+    return Window(pair(pool.kernel_size), pair(pool.stride or pool.kernel_size), pair(pool.padding),
+                  pair(pool.dilation))
+
+
+def _pooled_rows(pool: nn.MaxPool2d, x: Tensor, lo: int, hi: int, in_h: int) -> tuple[Tensor, int]:
+    """Max-pool a band holding input rows [max(lo, 0), min(hi, in_h)); rows beyond the edge are the -inf
+    padding the pool's own padding adds. Returns the pooled rows and the bytes of the padded band."""
+    geometry = _pool_geometry(pool)
+    pad_top, pad_bottom = max(0, -lo), max(0, hi - in_h)
+    made = 0
+    if pad_top or pad_bottom:
+        if x.is_meta:
+            x = x.new_empty((x.shape[0], x.shape[1], x.shape[2] + pad_top + pad_bottom, x.shape[3]))
+        else:
+            x = F.pad(x, (0, 0, pad_top, pad_bottom), value=float("-inf"))
+        made = _nbytes(x)
+    pooled = F.max_pool2d(x, geometry.kernel_size, geometry.stride, (0, geometry.padding[1]), geometry.dilation)
+    return pooled, made
 
 
 def _nearest_row(y: int, in_h: int, out_h: int, scale: float | None) -> int:
@@ -227,13 +279,6 @@ def _nearest_row(y: int, in_h: int, out_h: int, scale: float | None) -> int:
 
 def _nbytes(tensor: Tensor) -> int:
     return tensor.numel() * tensor.element_size()
-
-
-def _conv_size(conv: nn.Conv2d, height: int, width: int) -> tuple[int, int]:
-    sizes = []
-    for extent, k, s, d, p in zip((height, width), conv.kernel_size, conv.stride, conv.dilation, conv.padding):
-        sizes.append((extent + 2 * int(p) - d * (k - 1) - 1) // s + 1)  # type: ignore[call-overload]
-    return sizes[0], sizes[1]
 
 
 def _stage_of(graph_module: fx.GraphModule, node: fx.Node) -> tuple[nn.Module, list[Any]] | None:

@@ -21,9 +21,11 @@ from .layout import to_channels_last
 from .liveness import free_shape_only_reads, shape_of
 from .merge_bands import band_merge_convs
 from .plan import Plan
+from .recompute import recompute_image_convs
 from .residual import ResidualConv, fuse_residual_convs
 from .schedule import run_consumers_early
 from .shapes import input_channels, sizes_to_scales
+from .stem import band_image_stem
 from .virtual import fuse_concat_inputs
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -72,6 +74,8 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
         notes.append(f"{band_merge_convs(graph_module)} convs over an FPN merge (upsample + 1x1 conv) run in row bands")
         fused = fuse_concat_inputs(graph_module, (BandedInvertedResidual,))
         notes.append(f"{fused} concatenations (and their upsampling) made virtual: built band by band")
+        notes.append(f"{recompute_image_convs(graph_module)} skips that are one conv of the image recomputed per band")
+        notes.append(f"stem: {band_image_stem(graph_module)} steps from the image to its first pool in row bands")
     notes.append(f"{fuse_residual_convs(graph_module)} conv + residual adds written into the residual")
     if head:
         if labels_head(graph_module):

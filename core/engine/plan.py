@@ -79,7 +79,8 @@ class Plan:
         self.fallbacks = fallbacks
         self.last_stats: RunStats | None = None
         self._steps = _steps_of(graph_module) if graph_module is not None else []
-        self._head = next((s.module for s in self._steps if isinstance(s.module, (LabelsHead, BandedChain))), None)
+        self._head = next((s.module for s in self._steps if isinstance(s.module, LabelsHead)
+                           or isinstance(s.module, BandedChain) and not s.module.interior), None)
         self._meta_plan: Plan | None = None
         self._peak_estimates: dict[tuple[tuple[int, ...], str], int] = {}  # (shape, output) -> bytes
 

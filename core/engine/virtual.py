@@ -1,26 +1,34 @@
-"""Virtual inputs: a banded step reads rows of cat([upsample(a), b, ...]) without the concatenation
-(or the upsampled tensor) ever existing whole. Each band builds only the rows it reads."""
+"""Virtual inputs: a banded step reads rows of cat([upsample(a), b, conv(c), ...]) without the
+concatenation (or the upsampled tensor, or the conv's output) ever existing whole. Each band builds only
+the rows it reads."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, fx
+from torch import Tensor, fx, nn
 
 from .capture import module_of
+from .fuse import ConvAct
 from .layout import CHANNELS_LAST
 
 UPSAMPLE_MODES = ("nearest", "bilinear")
+Producers = nn.ModuleList | Sequence[ConvAct]  # the convs producer parts recompute
 
 
 @dataclass(frozen=True)
 class Part:
-    """One input of the concatenation: used as is (scale None) or upsampled by an integer scale."""
+    """One input of the concatenation: used as is (scale None), upsampled by an integer scale, or the
+    output of a conv recomputed band by band from the argument (`producer`: an index into the reading
+    module's `producers`)."""
 
     scale: int | None = None
     mode: str = "nearest"  # nearest | bilinear (align_corners=False)
+    producer: int | None = None
 
 
 def source_rows(top: int, bottom: int, scale: int, mode: str, source_height: int) -> tuple[int, int]:
@@ -44,25 +52,68 @@ def upsampled_rows(source: Tensor, top: int, bottom: int, scale: int, mode: str)
     return up[:, :, offset:offset + bottom - top]
 
 
-def virtual_size(tensors: tuple[Tensor, ...], parts: tuple[Part, ...]) -> tuple[int, int, int]:
+def virtual_size(tensors: tuple[Tensor, ...], parts: tuple[Part, ...],
+                 producers: Producers = ()) -> tuple[int, int, int]:
     """(channels, height, width) of the concatenation the parts describe."""
-    channels = sum(t.shape[1] for t in tensors)
-    scale = parts[0].scale or 1
-    return channels, tensors[0].shape[2] * scale, tensors[0].shape[3] * scale
+    sizes = [_part_size(t, p, producers) for t, p in zip(tensors, parts)]
+    return sum(c for c, _, _ in sizes), sizes[0][1], sizes[0][2]
 
 
-def virtual_rows(tensors: tuple[Tensor, ...], parts: tuple[Part, ...], first: int, last: int) -> tuple[Tensor, int]:
+def _part_size(tensor: Tensor, part: Part, producers: Producers) -> tuple[int, int, int]:
+    if part.producer is not None:
+        conv = cast(ConvAct, producers[part.producer]).conv
+        return conv.out_channels, *conv_output_size(conv, tensor.shape[2], tensor.shape[3])
+    scale = part.scale or 1
+    return tensor.shape[1], tensor.shape[2] * scale, tensor.shape[3] * scale
+
+
+def conv_output_size(conv: Any, height: int, width: int) -> tuple[int, int]:
+    """(height, width) of a Conv2d's (or any window's: kernel_size, stride, padding, dilation) output."""
+    sizes = []
+    for extent, k, s, d, p in zip((height, width), conv.kernel_size, conv.stride, conv.dilation, conv.padding):
+        sizes.append((extent + 2 * int(p) - d * (k - 1) - 1) // s + 1)  # type: ignore[call-overload]
+    return sizes[0], sizes[1]
+
+
+def produced_rows(source: Tensor, first: int, last: int, producer: ConvAct) -> Tensor:
+    """Rows [first, last) of producer(source) (a ConvAct), from the source rows its window reads; rows
+    beyond the source's edge are the zeros the conv's own padding would add."""
+    conv = producer.conv
+    padding = cast(tuple[int, int], conv.padding)
+    stride, pad = conv.stride[0], padding[0]
+    top = first * stride - pad
+    bottom = (last - 1) * stride - pad + conv.dilation[0] * (conv.kernel_size[0] - 1) + 1
+    height = source.shape[2]
+    rows = source[:, :, max(top, 0):min(bottom, height)]
+    pad_top, pad_bottom = max(0, -top), max(0, bottom - height)
+    if pad_top or pad_bottom:
+        if rows.is_meta:
+            rows = rows.new_empty((rows.shape[0], rows.shape[1], rows.shape[2] + pad_top + pad_bottom, rows.shape[3]))
+        else:
+            rows = F.pad(rows, (0, 0, pad_top, pad_bottom))
+    return producer(rows, padding=(0, padding[1]))
+
+
+def virtual_rows(tensors: tuple[Tensor, ...], parts: tuple[Part, ...], first: int, last: int,
+                 producers: Producers = ()) -> tuple[Tensor, int]:
     """Rows [first, last) of the concatenation (1, C, last - first, W), channels_last; and the most
     bytes its making held at once (0 when it is a view of the one input)."""
-    if len(tensors) == 1 and parts[0].scale is None:
+    if len(tensors) == 1 and parts[0] == Part():
         return tensors[0][:, :, first:last], 0
-    pieces = [t[:, :, first:last] if p.scale is None else upsampled_rows(t, first, last, p.scale, p.mode)
-              for t, p in zip(tensors, parts)]
-    made = sum(piece.untyped_storage().nbytes() for piece, p in zip(pieces, parts) if p.scale is not None)
+    pieces = [_part_rows(t, p, first, last, producers) for t, p in zip(tensors, parts)]
+    made = sum(piece.untyped_storage().nbytes() for piece, p in zip(pieces, parts) if p != Part())
     if len(pieces) == 1:
         return pieces[0], made
     rows = torch.cat(pieces, dim=1).contiguous(memory_format=CHANNELS_LAST)
     return rows, made + rows.untyped_storage().nbytes()
+
+
+def _part_rows(tensor: Tensor, part: Part, first: int, last: int, producers: Producers) -> Tensor:
+    if part.producer is not None:
+        return produced_rows(tensor, first, last, cast(ConvAct, producers[part.producer]))
+    if part.scale is not None:
+        return upsampled_rows(tensor, first, last, part.scale, part.mode)
+    return tensor[:, :, first:last]
 
 
 def upsample_part(node: fx.Node) -> Part | None:

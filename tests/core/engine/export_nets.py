@@ -164,6 +164,26 @@ class TinyUNet(nn.Module):
         return self.head(y)
 
 
+class ResNetUNet(nn.Module):
+    """smp's U-Net on a ResNet: a 7x7 stride-2 stem (also the stride-2 skip), a 3x3 max pool, a basic block,
+    then a decoder that upsamples to the stem's size, concatenates the stem, and a 3x3 conv and head."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.stem, self.pool = conv_bn(3, width, k=7, stride=2), nn.MaxPool2d(3, 2, 1)
+        self.a1, self.a2 = conv_bn(width, width), conv_bn(width, width)
+        self.decode = conv_bn(2 * width, 8)
+        self.head = nn.Conv2d(8, 5, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        skip = F.relu(self.stem(x))
+        y = self.pool(skip)
+        y = F.relu(y + self.a2(F.relu(self.a1(y))))
+        y = torch.cat([F.interpolate(y, size=skip.shape[-2:], mode="nearest"), skip], 1)
+        y = F.interpolate(F.relu(self.decode(y)), scale_factor=2, mode="nearest")
+        return self.head(y)
+
+
 class LearnedUpsample(nn.Module):
     """A decoder's learned 2x upsample (ConvTranspose2d, 2x2 kernel) beside a bilinear one, after an SE gate."""
 
@@ -184,6 +204,7 @@ class LearnedUpsample(nn.Module):
 CASES: dict[str, Callable[[], nn.Module]] = {
     "se_block": SEBlock, "functional_static_padding": FunctionalStaticPadding, "shape_branch": ShapeBranch,
     "fpn_merge": FPNMerge, "aspp": ASPP, "resnet_basic": ResNetBasic, "unet": TinyUNet,
+    "resnet_unet": ResNetUNet,
     "learned_upsample": LearnedUpsample,
 }
 LOWEST_COLUMNS = {"shape_branch": 3}  # widths >= 96: the branch on `width > 64` is decided for every size

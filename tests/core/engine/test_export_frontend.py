@@ -147,6 +147,31 @@ def test_the_tail_never_holds_full_size_logits_or_the_last_decoder_map(
     assert plan.estimate_peak(tuple(x.shape)) == plan.last_stats.peak_bytes
 
 
+def test_a_resnet_stem_and_its_skip_never_exist_whole(exported: dict[str, Path]) -> None:
+    """The stem (7x7 stride-2 conv, ReLU, max pool) runs in bands and the decoder recomputes the stem's rows
+    from the image for its skip: after the stem step only the image and the pooled map are held."""
+    model = load_model(exported["resnet_unet"]).model
+    plan, unbanded = compile(model, device="cpu"), compile(model, device="cpu", bands=False)
+    assert "1 skips that are one conv of the image recomputed per band" in plan.notes, plan.notes
+    assert "stem: 2 steps from the image to its first pool in row bands" in plan.notes, plan.notes
+    assert plan.graph_module is not None
+    for chain in plan.graph_module.modules():
+        if isinstance(chain, BandedChain):
+            chain.band_bytes = 2**18  # several bands at this small size
+    x = torch.rand(1, 3, 256, 256)
+    logits, expected = plan.run(x, output="logits"), unbanded.run(x, output="logits")
+    assert (logits - expected).abs().max().item() <= 1e-4
+    assert plan.last_stats is not None and unbanded.last_stats is not None
+    stem = next(step for step in plan.last_stats.steps if step.name.endswith("_banded_stem"))
+    image, pooled, stem_output = 3 * 256 * 256 * 4, 16 * 64 * 64 * 4, 16 * 128 * 128 * 4
+    assert image + pooled <= stem.live_bytes < image + pooled + 1024  # (and a shape read's few bytes)
+    assert stem.peak_bytes < image + pooled + stem_output / 2  # bands of the stem's output, never all of it
+    assert plan.last_stats.peak_bytes < unbanded.last_stats.peak_bytes - stem_output / 2
+    assert plan.estimate_peak(tuple(x.shape), output="logits") == plan.last_stats.peak_bytes
+    assert torch.equal(plan.run(x), unbanded.run(x))
+    assert plan.estimate_peak(tuple(x.shape)) == plan.last_stats.peak_bytes
+
+
 def test_a_bundle_of_the_program_keeps_its_size_checks(exported: dict[str, Path], tmp_path: Path) -> None:
     """`.pt2` -> `.leanseg` bundle (the IR graph as data): the size ranges and multiples travel with it."""
     bundle = load_model(save_bundle(load_model(exported["shape_branch"]), tmp_path / "branch.leanseg"))
