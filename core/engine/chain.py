@@ -291,6 +291,13 @@ def _stage_of(graph_module: fx.GraphModule, node: fx.Node) -> tuple[nn.Module, l
         return module, []  # a conv over a (virtual) concatenation: it starts the chain
     if isinstance(module, POINTWISE):
         return module, []
+    found = resize_of(node)
+    return (found[0], list(found[1]) if found[1] is not None else []) if found is not None else None
+
+
+def resize_of(node: fx.Node) -> tuple[Resize, tuple[Any, Any] | None] | None:
+    """An F.interpolate node (nearest or bilinear, by a scale or to a size) as a Resize stage and its size
+    arguments (None for a scale), else None."""
     if node.op != "call_function" or node.target is not F.interpolate or len(node.args) != 1:
         return None
     mode = str(node.kwargs.get("mode", "nearest"))
@@ -303,11 +310,11 @@ def _stage_of(graph_module: fx.GraphModule, node: fx.Node) -> tuple[nn.Module, l
     if size is not None:
         if not isinstance(size, (tuple, list)) or len(size) != 2:
             return None
-        return Resize(mode, align, None), list(size)
+        return Resize(mode, align, None), (size[0], size[1])
     if scale is None:
         return None
     scales = tuple(float(s) for s in scale) if isinstance(scale, (tuple, list)) else (float(scale),) * 2
-    return Resize(mode, align, (scales[0], scales[1])), []
+    return Resize(mode, align, (scales[0], scales[1])), None
 
 
 def banded_tail(graph_module: fx.GraphModule) -> int:

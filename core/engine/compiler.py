@@ -16,10 +16,11 @@ from .chain import BandedChain, banded_tail
 from .fold import fold_batchnorm, remove_no_ops
 from .frontends.ir import check_size, dim_size
 from .fuse import ConvAct, fuse_conv_activation
+from .groupnorm import GroupNormAct, fuse_groupnorm_activation
 from .head import LabelsHead, labels_head
 from .layout import to_channels_last
 from .liveness import free_shape_only_reads, shape_of
-from .merge_bands import band_merge_convs
+from .merge_bands import UpsampleAdd, band_merge_convs, band_upsample_adds
 from .plan import Plan
 from .recompute import recompute_image_convs
 from .residual import ResidualConv, fuse_residual_convs
@@ -31,8 +32,8 @@ from .virtual import fuse_concat_inputs
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 # Nodes the engine knows the memory behaviour of; anything else runs as a plain eager call.
-_KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, BandedChain, ResidualConv, nn.BatchNorm2d, nn.ReLU,
-                  nn.ReLU6, nn.Hardtanh,
+_KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, BandedChain, ResidualConv, GroupNormAct, UpsampleAdd,
+                  nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh,
                   nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample,
                   nn.Hardsigmoid, nn.Sigmoid, nn.GELU, nn.GroupNorm)
 _KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, torch.mul, torch.cat, F.interpolate,
@@ -72,11 +73,13 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
         notes.append(f"{split_inverted_residuals(graph_module)} inverted-residual blocks run in row bands")
         notes.append(f"{band_concat_convs(graph_module)} convs over a concatenation run in row bands")
         notes.append(f"{band_merge_convs(graph_module)} convs over an FPN merge (upsample + 1x1 conv) run in row bands")
+        notes.append(f"{band_upsample_adds(graph_module)} sums with an upsampled map add its rows band by band")
         fused = fuse_concat_inputs(graph_module, (BandedInvertedResidual,))
         notes.append(f"{fused} concatenations (and their upsampling) made virtual: built band by band")
         notes.append(f"{recompute_image_convs(graph_module)} skips that are one conv of the image recomputed per band")
         notes.append(f"stem: {band_image_stem(graph_module)} steps from the image to its first pool in row bands")
     notes.append(f"{fuse_residual_convs(graph_module)} conv + residual adds written into the residual")
+    notes.append(f"{fuse_groupnorm_activation(graph_module)} GroupNorm (+ activation) steps normalise in place")
     if head:
         if labels_head(graph_module):
             notes.append("labels-out head: argmax per band")

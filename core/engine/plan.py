@@ -6,7 +6,7 @@ import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, fx, nn
@@ -51,9 +51,19 @@ def _steps_of(graph_module: fx.GraphModule) -> list[Step]:
             call = lambda _v=attribute: _v  # noqa: E731
         else:
             call = None
+        in_place = in_place_add_operand(node, dying[node]) if module is None else _in_place_input(node, dying[node],
+                                                                                                    module)
         steps.append(Step(node, node.name if module is None else str(node.target), call,
-                          tuple(dying[node]), in_place_add_operand(node, dying[node]), module))
+                          tuple(dying[node]), in_place, module))
     return steps
+
+
+def _in_place_input(node: fx.Node, dying: list[fx.Node], module: nn.Module) -> int | None:
+    """0 when the module can write its result into its first input (`forward_in_place`) and that input dies here."""
+    if not hasattr(module, "forward_in_place") or not node.args or node.kwargs:
+        return None
+    first = node.args[0]
+    return 0 if first in dying and node.args.count(first) == 1 else None
 
 
 def _fetch_attr(graph_module: fx.GraphModule, target: str) -> Any:
@@ -175,6 +185,11 @@ class Plan:
 
     def _call(self, step: Step, args: Any, kwargs: Any, account: LiveAccount) -> Any:
         assert step.call is not None
+        if step.module is not None and step.in_place_operand is not None:  # a step that may overwrite its input
+            target = args[0]
+            if isinstance(target, Tensor) and not account.is_external(target) and account.references(target) == 1:
+                return cast(Callable[..., Tensor], step.module.forward_in_place)(*args)
+            return as_channels_last(step.call(*args, **kwargs))
         if step.in_place_operand is not None:
             target = args[step.in_place_operand]
             other = args[1 - step.in_place_operand]

@@ -84,8 +84,8 @@ class ShapeBranch(nn.Module):
 
 
 class FPNMerge(nn.Module):
-    """Top-down: nearest 2x upsample + lateral skip, GroupNorm, smp's stack-and-sum of branches, bilinear
-    align_corners=True 4x head."""
+    """Top-down: nearest 2x upsample + lateral skip, GroupNorm, smp's stack-and-sum of upsampled branches
+    (nearest, bilinear align_corners=True), bilinear align_corners=True 4x head."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -103,7 +103,7 @@ class FPNMerge(nn.Module):
         p1 = F.interpolate(p2, scale_factor=2, mode="nearest") + self.l1(c1)
         branches = [F.relu(self.norm(p1)),
                     F.interpolate(p2, scale_factor=2, mode="nearest"),
-                    F.interpolate(p3, scale_factor=4, mode="nearest")]
+                    F.interpolate(p3, scale_factor=4, mode="bilinear", align_corners=True)]
         merged = torch.stack(branches).sum(dim=0)
         return F.interpolate(self.head(merged), scale_factor=4, mode="bilinear", align_corners=True)
 

@@ -14,6 +14,7 @@ from leanseg.core.engine import compile
 from leanseg.core.engine.chain import BandedChain
 from leanseg.core.engine.frontends.export_lift import lift_exported_program
 from leanseg.core.engine.frontends.ir import OutsideCapturedSizes
+from leanseg.core.engine.merge_bands import UpsampleAdd
 from leanseg.core.model.bundle import save_bundle
 from leanseg.core.model.graph_model import GraphModel
 from leanseg.core.model.pt2_file import load_exported_program
@@ -170,6 +171,28 @@ def test_a_resnet_stem_and_its_skip_never_exist_whole(exported: dict[str, Path])
     assert plan.estimate_peak(tuple(x.shape), output="logits") == plan.last_stats.peak_bytes
     assert torch.equal(plan.run(x), unbanded.run(x))
     assert plan.estimate_peak(tuple(x.shape)) == plan.last_stats.peak_bytes
+
+
+def test_fpn_groupnorm_in_place_and_upsampled_branches_added_band_by_band(exported: dict[str, Path]) -> None:
+    """GroupNorm(+ReLU) overwrites its input where it dies there; each upsampled branch of the merge is added
+    into the running sum band by band: neither step holds a second map of the merge's size."""
+    plan = compile(load_model(exported["fpn_merge"]).model, device="cpu")
+    assert "1 GroupNorm (+ activation) steps normalise in place" in plan.notes, plan.notes
+    assert "4 sums with an upsampled map add its rows band by band" in plan.notes, plan.notes  # 2 top-down, 2 merge
+    assert plan.graph_module is not None
+    for module in plan.graph_module.modules():
+        if isinstance(module, UpsampleAdd):
+            module.band_bytes = 2**16  # several bands at this small size
+    x = torch.rand(1, 3, 512, 512)
+    plan.run(x, output="logits")
+    assert plan.last_stats is not None
+    steps = plan.last_stats.steps
+    merge_map = 16 * 128 * 128 * 4  # 16 channels at stride 4, fp32
+    for index, step in enumerate(steps):
+        if step.name.endswith(("norm", "_upsample_add")):
+            assert step.peak_bytes - steps[index - 1].live_bytes < merge_map / 2, (step.name, steps[index - 1])
+    assert sum(step.name.endswith("_upsample_add") for step in steps) == 4
+    assert plan.estimate_peak(tuple(x.shape), output="logits") == plan.last_stats.peak_bytes
 
 
 def test_a_bundle_of_the_program_keeps_its_size_checks(exported: dict[str, Path], tmp_path: Path) -> None:
