@@ -11,6 +11,7 @@ import torch
 from .device import bf16_is_fast, resolve_device
 from .engine import Plan
 from .engine import compile as compile_plan
+from .engine.graph_lock import GRAPH_LOCK
 from .engine.oom import FaultInjection
 from .events import EventSink, JobCancelled, ignore_event
 from .io.images import ImageData, to_model_input
@@ -71,8 +72,9 @@ class Segmenter:
         self.plan: Plan | None = None
         if self.options.engine == "lean":
             dtype = torch.bfloat16 if self.options.precision == "bf16" else torch.float32
-            self.plan = compile_plan(self.model, device=self.device, dtype=dtype,
-                                     memory_budget=self.options.memory_budget)
+            with GRAPH_LOCK:  # capture traces the model: no other thread may run one meanwhile
+                self.plan = compile_plan(self.model, device=self.device, dtype=dtype,
+                                         memory_budget=self.options.memory_budget)
         self.fault_injection: FaultInjection | None = None  # test hook: fail chosen tiles as if out of memory
 
     @property
@@ -95,10 +97,11 @@ class Segmenter:
         """Labels (H, W) uint8 for one image; raises JobCancelled if `cancel` is set."""
         if cancel is not None and cancel.is_set():
             raise JobCancelled()
-        start_bytes = reset_peak(self.device)
-        start = time.perf_counter()
-        result = segment_in_tiles(self, image, cancel=cancel, on_event=on_event)  # whole image = one tile
-        seconds = time.perf_counter() - start
+        with GRAPH_LOCK:  # one model runs at a time in a process; no trace patches module calls meanwhile
+            start_bytes = reset_peak(self.device)
+            start = time.perf_counter()
+            result = segment_in_tiles(self, image, cancel=cancel, on_event=on_event)  # whole image = one tile
+            seconds = time.perf_counter() - start
         return Segmentation(
             labels=result.labels,
             seconds=seconds,

@@ -47,7 +47,9 @@ def positive_int(text: str) -> int:
 
 def add_inference_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("inference")
-    group.add_argument("--model", type=Path, help="checkpoint (.safetensors); default: the shipped CamVid model")
+    group.add_argument("--model", type=Path, metavar="MODEL",
+                       help="a .pt2 or .onnx graph (card NAME.json beside it), a .leanseg bundle or a leanseg "
+                            ".safetensors checkpoint; default: the shipped CamVid model")
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     group.add_argument("--engine", choices=ENGINES, default=InferenceOptions.engine,
                        help=f"memory-lean engine or plain PyTorch (default {InferenceOptions.engine})")

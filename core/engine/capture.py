@@ -9,6 +9,7 @@ from torch import fx, nn
 
 from ..model.padding import crop_like, pad_to_multiple
 from .frontends.ir import check_size, dim_size
+from .graph_lock import GRAPH_LOCK
 
 
 class CaptureError(RuntimeError):
@@ -23,7 +24,8 @@ def capture(model: nn.Module) -> fx.GraphModule:
     try:
         # Front ends' graphs read sizes through dim_size: keep it a node wherever a forward calls it.
         tracer = fx.Tracer(autowrap_functions=(dim_size, check_size, pad_to_multiple, crop_like))
-        graph = tracer.trace(private)
+        with GRAPH_LOCK:
+            graph = tracer.trace(private)
         graph_module = fx.GraphModule(tracer.root, graph, type(private).__name__)
     except Exception as fx_error:  # fx raises many kinds (TraceError, TypeError on control flow, ...)
         try:
@@ -46,7 +48,7 @@ def capture_by_export(model: nn.Module) -> fx.GraphModule:
     channels = conv.in_channels if conv is not None else 3
     example = torch.zeros(1, channels, 256, 320)
     dims = {2: torch.export.Dim.AUTO, 3: torch.export.Dim.AUTO}
-    with torch.no_grad():
+    with GRAPH_LOCK, torch.no_grad():
         program = torch.export.export(model, (example,), dynamic_shapes=(dims,))
     return lift_exported_program(program)
 

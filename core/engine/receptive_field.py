@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from ..model import padding
+from .graph_lock import GRAPH_LOCK
 
 
 class ReceptiveFieldError(ValueError):
@@ -64,7 +65,10 @@ IDENTITY = IndexMap(Fraction(1), Fraction(0), Fraction(0))
 
 def compute_receptive_field(model: nn.Module | fx.GraphModule) -> ReceptiveField:
     """The receptive field of `model` (traced with torch.fx unless already a GraphModule)."""
-    graph_module = model if isinstance(model, fx.GraphModule) else fx.symbolic_trace(model)
+    if not isinstance(model, fx.GraphModule):
+        with GRAPH_LOCK:
+            model = fx.symbolic_trace(model)
+    graph_module = model
     before, after, stride = [], [], 1
     for axis in (0, 1):
         low, high, jump = _reach_along(graph_module, axis)

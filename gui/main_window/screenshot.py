@@ -13,6 +13,7 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication, QWidget
 
 from leanseg.core.events import JobEvent
+from leanseg.core.jobs.batch import BatchSummary
 
 from .window import MainWindow
 
@@ -59,11 +60,17 @@ class ScreenshotTaker(QObject):
             return
         self.target = dialog
         dialog.job_event.connect(self._on_batch_event)
-        dialog.batch_finished.connect(lambda _summary: self._settle_then_take("finished"))
+        dialog.batch_finished.connect(self._on_batch_finished)
         dialog.batch_failed.connect(lambda _message: self._settle_then_take("failed"))
         dialog.start()
 
+    def _on_batch_finished(self, summary: BatchSummary) -> None:
+        failed = len(summary.failed)
+        self._settle_then_take("finished" if not failed else f"{failed} of {len(summary.records)} image(s) failed")
+
     def _on_batch_event(self, event: JobEvent) -> None:
+        if event.kind == "error":
+            print(f"leanseg-gui: {event.path}: {event.message}", file=sys.stderr)
         if event.kind in ("image", "error"):
             self._results += 1
             if self._results == FIRST_RESULTS:
