@@ -4,6 +4,8 @@ The same module runs any kxk conv in bands when its input is a virtual concatena
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
+from functools import partial
 from typing import cast
 
 import torch
@@ -20,6 +22,8 @@ DEFAULT_BAND_BYTES = 2 * 2**20  # expanded rows per band: small enough to stay i
 # neighbours, 2/3 of the expand work again in 3-row bands (2 MB of a 4096-wide image), 1/4 in 8. More
 # rows are faster still (16: another 15%) but hold more: 8 adds 6% to the peak at 1024 (16: 29%).
 MIN_BAND_ROWS = 8
+
+RowReader = Callable[[int, int], tuple[Tensor, int]]  # (first, last) -> input rows [first, last), bytes made
 
 
 class BandedInvertedResidual(nn.Module):
@@ -91,9 +95,52 @@ class BandedInvertedResidual(nn.Module):
         self.transient_bytes = run_bands(run_band, row_bands(out_h, rows), x.device, self.parallel_bands)
         return out
 
-    def _depthwise_band(self, inputs: tuple[Tensor, ...], height: int, top: int, bottom: int) -> tuple[Tensor, int]:
-        """Depthwise output rows [top, bottom), expanding only the input rows they read; and the
-        bytes of temporaries made for them."""
+    def forward_in_place(self, *inputs: Tensor) -> Tensor:
+        """x + block(x) written into x, which the caller no longer needs (a stride-1 residual block).
+
+        Each band adds its projection into its own rows of x once it has computed it; the rows a band's
+        window reads across a band boundary are copied before any band runs (`pad` rows each side of
+        each boundary), so bands may run in any order, in parallel, and still read the input as it was.
+        """
+        x = inputs[0]
+        if (not self.residual or self.project is None or self._stride != 1 or self.parts != (Part(),)
+                or self.addend is not None or len(inputs) != 1 or not x.is_contiguous(memory_format=CHANNELS_LAST)):
+            return self.forward(*inputs)
+        height, width = x.shape[2], x.shape[3]
+        bands = row_bands(height, self.rows_per_band(width, height, x.element_size()))
+        halo = self._pad
+        edges = {top: x[:, :, max(0, top - halo):top + halo].clone(memory_format=CHANNELS_LAST)
+                 for top, _ in bands[1:]}  # rows around each boundary, as they were
+        edge_bytes = sum(edge.untyped_storage().nbytes() for edge in edges.values())
+
+        def read_rows(top: int, bottom: int, first: int, last: int) -> tuple[Tensor, int]:
+            """Input rows [first, last) as they were, for the band that owns rows [top, bottom)."""
+            pieces = []
+            if first < top:  # a neighbour's rows above: from the copy around this band's top
+                start = max(0, top - halo)
+                pieces.append(edges[top][:, :, first - start:top - start])
+            pieces.append(x[:, :, max(first, top):min(last, bottom)])  # the band's own rows: still as they were
+            if last > bottom:  # ... and below
+                start = max(0, bottom - halo)
+                pieces.append(edges[bottom][:, :, bottom - start:last - start])
+            if len(pieces) == 1:
+                return pieces[0], 0
+            rows = torch.cat(pieces, dim=2)
+            return rows, rows.untyped_storage().nbytes()
+
+        def run_band(top: int, bottom: int) -> int:
+            band, band_bytes = self._depthwise_band(inputs, height, top, bottom, partial(read_rows, top, bottom))
+            assert self.project is not None
+            self.project.add_into(x[:, :, top:bottom], band)
+            return band_bytes
+
+        self.transient_bytes = edge_bytes + run_bands(run_band, bands, x.device, self.parallel_bands)
+        return x
+
+    def _depthwise_band(self, inputs: tuple[Tensor, ...], height: int, top: int, bottom: int,
+                        read_rows: RowReader | None = None) -> tuple[Tensor, int]:
+        """Depthwise output rows [top, bottom), expanding only the input rows they read (through `read_rows`
+        when given); and the bytes of temporaries made for them."""
         stride, pad = self._stride, self._pad
         span = self._dilation * (self._kernel - 1) + 1
         first = top * stride - pad  # first input row the band's window reads (may be padding)
@@ -105,8 +152,12 @@ class BandedInvertedResidual(nn.Module):
             first, padding = (top - skip) * stride, (pad, self._width_padding[1])
         if self.addend is not None:
             return self._merged_band(inputs, height, first, min(last, height), padding, skip, bottom - top)
-        rows, building_bytes = virtual_rows(inputs, self.parts, first, min(last, height), self.producers)
-        made_bytes = 0 if self.parts == (Part(),) else rows.untyped_storage().nbytes()  # else a view
+        if read_rows is not None:
+            rows, building_bytes = read_rows(first, min(last, height))
+            made_bytes = building_bytes
+        else:
+            rows, building_bytes = virtual_rows(inputs, self.parts, first, min(last, height), self.producers)
+            made_bytes = 0 if self.parts == (Part(),) else rows.untyped_storage().nbytes()  # else a view
         expanded = self.expand(rows) if self.expand is not None else rows
         if self.expand is not None:
             made_bytes += expanded.untyped_storage().nbytes()

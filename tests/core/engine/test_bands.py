@@ -66,6 +66,49 @@ def test_banded_depthwise_with_dilation() -> None:
             torch.testing.assert_close(plan.run(x, output="logits"), model(x), atol=1e-5, rtol=1e-5)
 
 
+
+@pytest.mark.parametrize("kernel, dilation", [(3, 1), (5, 2)])
+@pytest.mark.parametrize("rows", [1, 2, 3, 7])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_residual_block_whose_input_dies_writes_into_it(kernel: int, dilation: int, rows: int, threads: int) -> None:
+    """Bands shorter and longer than the window's reach across a boundary, in order and in parallel: each
+    band still reads the input as it was, and the sum lands in the input's own memory."""
+    class Residual(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            pad = dilation * (kernel - 1) // 2
+            self.stem = nn.Conv2d(3, 6, 3, padding=1)
+            self.expand = nn.Conv2d(6, 18, 1)
+            self.depthwise = nn.Conv2d(18, 18, kernel, padding=pad, dilation=dilation, groups=18)
+            self.project = nn.Conv2d(18, 6, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.stem(x)  # the block's input: made by the plan, dead after the block
+            return y + self.project(torch.relu(self.depthwise(torch.relu(self.expand(y)))))
+
+    torch.manual_seed(kernel + rows)
+    model = Residual().eval()
+    plan = compile(model, device="cpu", head=False)
+    block = next(m for m in plan.graph_module.modules() if isinstance(m, BandedInvertedResidual))
+    block.band_bytes, block.min_rows = 1, rows
+    x = torch.randn(1, 3, 23, 11)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = plan.run(x, output="logits")
+    finally:
+        torch.set_num_threads(previous)
+    (step,) = [s for s in plan.last_stats.steps if s.name.endswith("_banded")]
+    assert step.live_bytes == 6 * 23 * 11 * 4  # the sum, in the stem's memory
+    assert step.peak_bytes - block.transient_bytes == step.live_bytes  # while it ran: no second copy beside it
+    with torch.inference_mode():
+        torch.testing.assert_close(got, model(x), atol=1e-5, rtol=1e-5)
+        y = torch.randn(1, 6, 23, 11).contiguous(memory_format=torch.channels_last)
+        expected = block(y)
+        assert block.forward_in_place(y) is y
+        torch.testing.assert_close(y, expected, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("mode", ["nearest", "bilinear"])
 @pytest.mark.parametrize("crop", [(31, 30), (32, 32)])
 def test_labels_head_equals_eager(mode: str, crop: tuple[int, int]) -> None:
