@@ -1,12 +1,17 @@
-"""Pass: liveness over the graph: which values die after each node, and which adds may run in place."""
+"""Pass: liveness over the graph: which values die after each node, and which sums and products may
+overwrite an operand."""
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
+from typing import Any
 
 import torch
-from torch import fx
+from torch import Tensor, fx
 
-IN_PLACE_ADD_TARGETS = (operator.add, torch.add)
+IN_PLACE_OPS: dict[Any, Callable[[Tensor, Tensor], Tensor]] = {
+    operator.add: Tensor.add_, torch.add: Tensor.add_, operator.mul: Tensor.mul_, torch.mul: Tensor.mul_,
+}
 
 
 def values_dying_after(graph: fx.Graph) -> dict[fx.Node, list[fx.Node]]:
@@ -29,19 +34,29 @@ def values_dying_after(graph: fx.Graph) -> dict[fx.Node, list[fx.Node]]:
     return dying
 
 
-def in_place_add_operand(node: fx.Node, dying: list[fx.Node]) -> int | None:
-    """For `a + b` where a (or b) dies at this node: the argument index the sum may overwrite.
+def in_place_operands(node: fx.Node, dying: list[fx.Node]) -> tuple[int, ...]:
+    """For `a + b` or `a * b`: the argument indices, in order of preference, whose value dies at this
+    node, so the result may overwrite it (a sum of residuals, a squeeze-excitation gate times its map).
 
-    The executor still checks at run time that the operand's storage is not shared and its shape
-    and dtype equal the result's; the left operand is preferred.
+    `write_in_place` checks at run time that the operand's storage is not shared and that its shape
+    and dtype are the result's (a (1, C, 1, 1) gate cannot hold the gated map; the map can).
     """
-    if node.op != "call_function" or node.target not in IN_PLACE_ADD_TARGETS:
-        return None
+    if node.op != "call_function" or node.target not in IN_PLACE_OPS:
+        return ()
     if len(node.args) != 2 or node.kwargs:
-        return None
-    for index, operand in enumerate(node.args):
-        if isinstance(operand, fx.Node) and operand in dying and node.args.count(operand) == 1:
-            return index
+        return ()
+    return tuple(index for index, operand in enumerate(node.args)
+                 if isinstance(operand, fx.Node) and operand in dying and node.args.count(operand) == 1)
+
+
+def write_in_place(node: fx.Node, args: Any, operands: tuple[int, ...],
+                   may_overwrite: Callable[[Tensor], bool]) -> Tensor | None:
+    """`node`'s sum or product written into the first of `operands` that can hold it; None if none can."""
+    for index in operands:
+        target, other = args[index], args[1 - index]
+        if (isinstance(target, Tensor) and isinstance(other, Tensor) and target.dtype == other.dtype
+                and target.shape == torch.broadcast_shapes(target.shape, other.shape) and may_overwrite(target)):
+            return IN_PLACE_OPS[node.target](target, other)
     return None
 
 

@@ -17,7 +17,7 @@ from .chain import BandedChain
 from .frontends.ir import OutsideCapturedSizes
 from .head import LabelsHead, labels_from_logits
 from .layout import CHANNELS_LAST, as_channels_last
-from .liveness import in_place_add_operand, values_dying_after
+from .liveness import in_place_operands, values_dying_after, write_in_place
 
 OUTPUTS = ("labels", "logits")
 StepCallback = Callable[[str, int], None]  # (step name, live bytes after it)
@@ -29,7 +29,7 @@ class Step:
     name: str
     call: Callable[..., Any] | None  # None for placeholder / output
     dying: tuple[fx.Node, ...]  # values to free after this step
-    in_place_operand: int | None  # for `a + b`: which operand the sum may overwrite
+    in_place_operands: tuple[int, ...]  # arguments the result may overwrite (a + b, a * b, forward_in_place)
     module: nn.Module | None  # for call_module steps (pieced steps report transient bytes)
 
 
@@ -51,19 +51,20 @@ def _steps_of(graph_module: fx.GraphModule) -> list[Step]:
             call = lambda _v=attribute: _v  # noqa: E731
         else:
             call = None
-        in_place = in_place_add_operand(node, dying[node]) if module is None else _in_place_input(node, dying[node],
-                                                                                                    module)
+        dies_here = dying[node]
+        in_place = in_place_operands(node, dies_here) if module is None else _in_place_input(node, dies_here, module)
         steps.append(Step(node, node.name if module is None else str(node.target), call,
                           tuple(dying[node]), in_place, module))
     return steps
 
 
-def _in_place_input(node: fx.Node, dying: list[fx.Node], module: nn.Module) -> int | None:
-    """0 when the module can write its result into its first input (`forward_in_place`) and that input dies here."""
+def _in_place_input(node: fx.Node, dying: list[fx.Node], module: nn.Module) -> tuple[int, ...]:
+    """(0,) when the module can write its result into its first input (`forward_in_place`) and that input
+    dies here."""
     if not hasattr(module, "forward_in_place") or not node.args or node.kwargs:
-        return None
+        return ()
     first = node.args[0]
-    return 0 if first in dying and node.args.count(first) == 1 else None
+    return (0,) if first in dying and node.args.count(first) == 1 else ()
 
 
 def _fetch_attr(graph_module: fx.GraphModule, target: str) -> Any:
@@ -185,18 +186,17 @@ class Plan:
 
     def _call(self, step: Step, args: Any, kwargs: Any, account: LiveAccount) -> Any:
         assert step.call is not None
-        if step.module is not None and step.in_place_operand is not None:  # a step that may overwrite its input
-            target = args[0]
-            if isinstance(target, Tensor) and not account.is_external(target) and account.references(target) == 1:
+        def may_overwrite(target: Tensor) -> bool:
+            return not account.is_external(target) and account.references(target) == 1
+
+        if step.module is not None and step.in_place_operands:  # a step that may overwrite its input
+            if isinstance(args[0], Tensor) and may_overwrite(args[0]):
                 return cast(Callable[..., Tensor], step.module.forward_in_place)(*args)
             return as_channels_last(step.call(*args, **kwargs))
-        if step.in_place_operand is not None:
-            target = args[step.in_place_operand]
-            other = args[1 - step.in_place_operand]
-            if (isinstance(target, Tensor) and isinstance(other, Tensor) and target.dtype == other.dtype
-                    and target.shape == torch.broadcast_shapes(target.shape, other.shape)
-                    and not account.is_external(target) and account.references(target) == 1):
-                return target.add_(other)
+        if step.in_place_operands:
+            written = write_in_place(step.node, args, step.in_place_operands, may_overwrite)
+            if written is not None:
+                return written
         return as_channels_last(step.call(*args, **kwargs))
 
     def _finish(self, result: Tensor, output: str, emitted_labels: bool) -> Tensor:

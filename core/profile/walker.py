@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from torch import Tensor, fx
 
 from ..engine.accounting import LiveAccount, storage_key, tensors_in
-from ..engine.liveness import in_place_add_operand, values_dying_after
+from ..engine.liveness import in_place_operands, values_dying_after, write_in_place
 from .records import AliveTensor, ProfileStep
 
 # (run the node) -> (its value, how far memory rose above its level before the call; None: not measured)
@@ -76,8 +75,8 @@ def walk_graph(graph_module: fx.GraphModule, x: Tensor, *, runner: StepRunner = 
         else:
             args = fx.node.map_arg(node.args, env.__getitem__)
             kwargs = fx.node.map_arg(node.kwargs, env.__getitem__)
-            operand = in_place_add_operand(node, dying[node]) if in_place_adds else None
-            value, rise = runner(_caller(graph_module, node, args, kwargs, operand, account))
+            operands = in_place_operands(node, dying[node]) if in_place_adds else ()
+            value, rise = runner(_caller(graph_module, node, args, kwargs, operands, account))
             del args, kwargs
         env[node] = value
         before = account.live_bytes
@@ -97,14 +96,17 @@ def walk_graph(graph_module: fx.GraphModule, x: Tensor, *, runner: StepRunner = 
     return steps
 
 
-def _caller(graph_module: fx.GraphModule, node: fx.Node, args: Any, kwargs: Any, in_place_operand: int | None,
+def _caller(graph_module: fx.GraphModule, node: fx.Node, args: Any, kwargs: Any, in_place: tuple[int, ...],
             account: LiveAccount) -> Callable[[], Any]:
-    if in_place_operand is not None:
-        target, other = args[in_place_operand], args[1 - in_place_operand]
-        if (isinstance(target, Tensor) and isinstance(other, Tensor) and target.dtype == other.dtype
-                and target.shape == torch.broadcast_shapes(target.shape, other.shape)
-                and not account.is_external(target) and account.references(target) == 1):
-            return lambda: target.add_(other)
+    if in_place:
+        def may_overwrite(target: Tensor) -> bool:
+            return not account.is_external(target) and account.references(target) == 1
+
+        def run_in_place() -> Any:
+            written = write_in_place(node, args, in_place, may_overwrite)
+            return written if written is not None else node.target(*args, **kwargs)  # type: ignore[operator]
+
+        return run_in_place
     if node.op == "call_module":
         module = graph_module.get_submodule(str(node.target))
         return lambda: module(*args, **kwargs)

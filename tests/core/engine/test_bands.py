@@ -109,6 +109,48 @@ def test_a_residual_block_whose_input_dies_writes_into_it(kernel: int, dilation:
         torch.testing.assert_close(y, expected, atol=1e-5, rtol=1e-5)
 
 
+
+class _SqueezeExcitationBlock(nn.Module):
+    """MobileNetV3's block: expand -> depthwise -> gate from the depthwise map's mean -> map * gate -> project."""
+
+    def __init__(self, kernel: int, dilation: int) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 6, 3, padding=1)
+        self.expand = nn.Conv2d(6, 24, 1)
+        self.depthwise = nn.Conv2d(24, 24, kernel, padding=dilation * (kernel - 1) // 2, dilation=dilation, groups=24)
+        self.squeeze = nn.Conv2d(24, 8, 1)
+        self.excite = nn.Conv2d(8, 24, 1)
+        self.project = nn.Conv2d(24, 6, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.nn.functional.hardswish(self.depthwise(torch.relu(self.expand(self.stem(x)))))
+        gate = torch.nn.functional.hardsigmoid(self.excite(torch.relu(self.squeeze(y.mean((2, 3), keepdim=True)))))
+        return self.project(y * gate)
+
+
+@pytest.mark.parametrize("kernel, dilation", [(3, 1), (5, 2)])
+@pytest.mark.parametrize("rows", [1, 3, 8])
+def test_a_squeeze_excitation_block_never_holds_two_expanded_maps(kernel: int, dilation: int, rows: int) -> None:
+    """The depthwise writes into the expanded map it reads (two bands of output held, each written once the
+    next band has read its last rows) and the gate multiplies the map in place."""
+    torch.manual_seed(kernel * rows)
+    model = _SqueezeExcitationBlock(kernel, dilation).eval()
+    plan = compile(model, device="cpu", head=False)
+    block = next(m for m in plan.graph_module.modules() if isinstance(m, BandedInvertedResidual))
+    assert block.expand is None and block.project is None  # the depthwise alone: its map feeds the pool too
+    block.band_bytes, block.min_rows = 1, rows
+    x = torch.randn(1, 3, 61, 13)
+    with torch.inference_mode():
+        torch.testing.assert_close(plan.run(x, output="logits"), model(x), atol=1e-5, rtol=1e-5)
+    map_bytes = 24 * 61 * 13 * 4
+    steps = {s.name: s for s in plan.last_stats.steps}
+    depthwise = next(s for name, s in steps.items() if name.endswith("_banded"))
+    assert depthwise.peak_bytes - block.transient_bytes < 2 * map_bytes  # the map once, not input and output
+    assert block.transient_bytes < map_bytes
+    (gated,) = [s for name, s in steps.items() if name.startswith("mul")]
+    assert gated.peak_bytes < 2 * map_bytes  # map * gate written into the map
+
+
 @pytest.mark.parametrize("mode", ["nearest", "bilinear"])
 @pytest.mark.parametrize("crop", [(31, 30), (32, 32)])
 def test_labels_head_equals_eager(mode: str, crop: tuple[int, int]) -> None:

@@ -9,7 +9,7 @@ from leanseg.core.engine.capture import capture
 from leanseg.core.engine.fold import fold_batchnorm, remove_no_ops
 from leanseg.core.engine.fuse import ConvAct, fuse_conv_activation
 from leanseg.core.engine.layout import to_channels_last
-from leanseg.core.engine.liveness import in_place_add_operand, values_dying_after
+from leanseg.core.engine.liveness import in_place_operands, values_dying_after
 
 from .nets import DilatedResNet, randomise_batchnorm
 
@@ -100,5 +100,5 @@ def test_liveness_frees_each_value_after_its_last_reader() -> None:
     assert {n.name for n in dying[nodes["add"]]} == {"relu", "mul"}
     assert {n.name for n in dying[nodes["add_1"]]} == {"x", "add"}
     assert dying[nodes["relu"]] == [] and dying[nodes["mul"]] == []
-    assert in_place_add_operand(nodes["add"], dying[nodes["add"]]) == 0
-    assert in_place_add_operand(nodes["add_1"], dying[nodes["add_1"]]) == 0
+    assert in_place_operands(nodes["add"], dying[nodes["add"]]) == (0, 1)
+    assert in_place_operands(nodes["add_1"], dying[nodes["add_1"]]) == (0, 1)
