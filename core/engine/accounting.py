@@ -64,6 +64,10 @@ class LiveAccount:
         entry = self._refs.get(storage_key(tensor))
         return entry[0] if entry else 0
 
+    def may_overwrite(self, tensor: torch.Tensor) -> bool:
+        """A step may write its result into `tensor`: not the caller's, and held by one value only."""
+        return not self.is_external(tensor) and self.references(tensor) == 1
+
 
 @dataclass(frozen=True)
 class StepRecord:

@@ -11,7 +11,7 @@ from typing import cast
 import torch
 from torch import Tensor, fx, nn
 
-from .band_pool import row_bands, run_bands
+from .band_pool import EDGE_BANDS, row_bands, run_bands
 from .capture import module_of, single_user
 from .fuse import ConvAct
 from .layout import CHANNELS_LAST
@@ -156,15 +156,15 @@ class BandedInvertedResidual(nn.Module):
         sizes: dict[int, int] = {}
         pending: tuple[int, int, Tensor] | None = None
         for index, (top, bottom) in enumerate(bands):
-            if x.is_meta and 3 <= index < len(bands) - 2:
-                continue  # estimate: interior bands all hold what the third does
+            if x.is_meta and EDGE_BANDS < index < len(bands) - EDGE_BANDS:
+                continue  # estimate: bands away from the edges all hold what the first of them does
             band, sizes[index] = self._depthwise_band((x,), height, top, bottom)  # rows above: not yet written
             if pending is not None and not x.is_meta:
                 x[:, :, pending[0]:pending[1]] = pending[2]
             pending = (top, bottom, band)
         if pending is not None and not x.is_meta:
             x[:, :, pending[0]:pending[1]] = pending[2]
-        held = [sizes.get(index, sizes.get(2, 0)) for index in range(len(bands))]
+        held = [sizes.get(index, sizes.get(EDGE_BANDS, 0)) for index in range(len(bands))]
         self.transient_bytes = max((a + b for a, b in zip(held, held[1:], strict=False)), default=sum(held))
         return x
 

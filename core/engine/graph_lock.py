@@ -10,4 +10,12 @@ from __future__ import annotations
 
 import threading
 
+from torch import fx, nn
+
 GRAPH_LOCK = threading.RLock()
+
+
+def symbolic_trace(model: nn.Module) -> fx.GraphModule:
+    """`torch.fx.symbolic_trace(model)`, holding GRAPH_LOCK while it patches module calls."""
+    with GRAPH_LOCK:
+        return fx.symbolic_trace(model)

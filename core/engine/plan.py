@@ -54,7 +54,7 @@ def _steps_of(graph_module: fx.GraphModule) -> list[Step]:
         dies_here = dying[node]
         in_place = in_place_operands(node, dies_here) if module is None else _in_place_input(node, dies_here, module)
         steps.append(Step(node, node.name if module is None else str(node.target), call,
-                          tuple(dying[node]), in_place, module))
+                          tuple(dies_here), in_place, module))
     return steps
 
 
@@ -186,15 +186,12 @@ class Plan:
 
     def _call(self, step: Step, args: Any, kwargs: Any, account: LiveAccount) -> Any:
         assert step.call is not None
-        def may_overwrite(target: Tensor) -> bool:
-            return not account.is_external(target) and account.references(target) == 1
-
         if step.module is not None and step.in_place_operands:  # a step that may overwrite its input
-            if isinstance(args[0], Tensor) and may_overwrite(args[0]):
+            if isinstance(args[0], Tensor) and account.may_overwrite(args[0]):
                 return cast(Callable[..., Tensor], step.module.forward_in_place)(*args)
             return as_channels_last(step.call(*args, **kwargs))
         if step.in_place_operands:
-            written = write_in_place(step.node, args, step.in_place_operands, may_overwrite)
+            written = write_in_place(step.node, args, step.in_place_operands, account.may_overwrite)
             if written is not None:
                 return written
         return as_channels_last(step.call(*args, **kwargs))

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from ..model import padding
-from .graph_lock import GRAPH_LOCK
+from .graph_lock import symbolic_trace
 
 
 class ReceptiveFieldError(ValueError):
@@ -65,10 +65,7 @@ IDENTITY = IndexMap(Fraction(1), Fraction(0), Fraction(0))
 
 def compute_receptive_field(model: nn.Module | fx.GraphModule) -> ReceptiveField:
     """The receptive field of `model` (traced with torch.fx unless already a GraphModule)."""
-    if not isinstance(model, fx.GraphModule):
-        with GRAPH_LOCK:
-            model = fx.symbolic_trace(model)
-    graph_module = model
+    graph_module = model if isinstance(model, fx.GraphModule) else symbolic_trace(model)
     before, after, stride = [], [], 1
     for axis in (0, 1):
         low, high, jump = _reach_along(graph_module, axis)

@@ -17,7 +17,7 @@ import torch
 from torch import fx, nn
 
 from ..memory import format_bytes
-from .graph_lock import GRAPH_LOCK
+from .graph_lock import symbolic_trace
 
 Box = tuple[int, int, int, int]  # (top, bottom, left, right): rows [top, bottom), columns [left, right)
 TileBytes = Callable[[int, int], int]  # (tile rows, tile columns) -> predicted peak bytes for one tile
@@ -232,9 +232,8 @@ def eager_peak_estimator(model: nn.Module, in_channels: int, probe_px: int = 128
     last reader and counting a convolution's hidden output-sized reorder buffer, then scales
     linearly with the pixel count (activations of a fully convolutional net do).
     """
-    with GRAPH_LOCK:
-        graph_module = fx.symbolic_trace(model)
-        per_pixel = _replay_peak(graph_module, (1, in_channels, probe_px, probe_px)) / probe_px**2
+    graph_module = symbolic_trace(model)
+    per_pixel = _replay_peak(graph_module, (1, in_channels, probe_px, probe_px)) / probe_px**2
 
     def estimate(input_shape: tuple[int, ...]) -> int:
         return int(per_pixel * input_shape[-2] * input_shape[-1])

@@ -99,11 +99,8 @@ def walk_graph(graph_module: fx.GraphModule, x: Tensor, *, runner: StepRunner = 
 def _caller(graph_module: fx.GraphModule, node: fx.Node, args: Any, kwargs: Any, in_place: tuple[int, ...],
             account: LiveAccount) -> Callable[[], Any]:
     if in_place:
-        def may_overwrite(target: Tensor) -> bool:
-            return not account.is_external(target) and account.references(target) == 1
-
         def run_in_place() -> Any:
-            written = write_in_place(node, args, in_place, may_overwrite)
+            written = write_in_place(node, args, in_place, account.may_overwrite)
             return written if written is not None else node.target(*args, **kwargs)  # type: ignore[operator]
 
         return run_in_place

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from leanseg.core.engine import compile
+from leanseg.core.engine import Plan, compile
 from leanseg.core.engine.bands import MIN_BAND_ROWS, BandedInvertedResidual
 from leanseg.core.engine.head import LabelsHead
 from leanseg.core.model.blocks import InvertedResidual
@@ -22,6 +22,16 @@ class _Block(nn.Module):
         return self.block(x)
 
 
+def _run_on_threads(plan: Plan, x: torch.Tensor, threads: int) -> torch.Tensor:
+    """The plan's logits with `threads` intra-op threads (bands run in order with 1, on parallel workers with 2)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return plan.run(x, output="logits")
+    finally:
+        torch.set_num_threads(previous)
+
+
 @pytest.mark.parametrize("stride, expand_ratio, out_channels", [(1, 6, 8), (2, 6, 12), (1, 1, 8), (1, 4, 6)])
 @pytest.mark.parametrize("height, width", [(17, 13), (32, 9)])
 @pytest.mark.parametrize("threads", [1, 2])
@@ -34,12 +44,7 @@ def test_banded_block_equals_eager(stride: int, expand_ratio: int, out_channels:
     assert len(banded) == 1 and banded[0].residual == (stride == 1 and out_channels == 8)
     banded[0].band_bytes, banded[0].min_rows = 1, 1  # one output row per band: every band an edge or interior case
     x = torch.randn(1, 8, height, width)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        got = plan.run(x, output="logits")
-    finally:
-        torch.set_num_threads(previous)
+    got = _run_on_threads(plan, x, threads)
     with torch.inference_mode():
         torch.testing.assert_close(got, model(x), atol=1e-5, rtol=1e-5)
 
@@ -92,12 +97,7 @@ def test_a_residual_block_whose_input_dies_writes_into_it(kernel: int, dilation:
     block = next(m for m in plan.graph_module.modules() if isinstance(m, BandedInvertedResidual))
     block.band_bytes, block.min_rows = 1, rows
     x = torch.randn(1, 3, 23, 11)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        got = plan.run(x, output="logits")
-    finally:
-        torch.set_num_threads(previous)
+    got = _run_on_threads(plan, x, threads)
     (step,) = [s for s in plan.last_stats.steps if s.name.endswith("_banded")]
     assert step.live_bytes == 6 * 23 * 11 * 4  # the sum, in the stem's memory
     assert step.peak_bytes - block.transient_bytes == step.live_bytes  # while it ran: no second copy beside it
