@@ -24,7 +24,7 @@ from .merge_bands import UpsampleAdd, band_merge_convs, band_upsample_adds
 from .plan import Plan
 from .recompute import recompute_image_convs
 from .residual import ResidualConv, fuse_residual_convs
-from .schedule import run_consumers_early
+from .schedule import full_size_term_first, run_consumers_early
 from .shapes import input_channels, sizes_to_scales
 from .stem import band_image_stem
 from .virtual import fuse_concat_inputs
@@ -66,6 +66,7 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
         f"folded {fold_batchnorm(graph_module)} BatchNorm layers into convolutions",
         f"fused {fuse_conv_activation(graph_module)} conv + activation pairs",
         f"{free_shape_only_reads(graph_module.graph, (crop_like,))} crops read their reference's shape only",
+        f"{full_size_term_first(graph_module)} sums of branches start from a full-size branch, computed first",
         f"{run_consumers_early(graph_module.graph)} shape reads and sums moved next to their inputs",
     ]
     graph_module.recompile()

@@ -126,6 +126,8 @@ def upsample_part(node: fx.Node) -> Part | None:
     kwargs.pop("recompute_scale_factor", None)
     if kwargs.pop("antialias", False) or kwargs.pop("size", None) is not None:
         return None
+    if isinstance(scale, (tuple, list)) and len(set(scale)) == 1:  # (2.0, 2.0): how ONNX Resize scales come in
+        scale = scale[0]
     if kwargs or not isinstance(scale, (int, float)) or float(scale) != int(scale) or int(scale) < 1:
         return None
     if mode not in UPSAMPLE_MODES or align:

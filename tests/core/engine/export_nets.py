@@ -201,11 +201,38 @@ class LearnedUpsample(nn.Module):
         return self.head(y)
 
 
+class PyramidMerge(nn.Module):
+    """smp FPN's shape in small: a pyramid p3 (1/4), p2 (1/2), p1 (full: upsample + lateral), one branch per
+    level, the coarse ones upsampled as their last step, summed coarse first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(4, 8, 3, stride=2, padding=1)
+        self.c3, self.top = nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.Conv2d(8, 32, 1)
+        self.l2, self.l1 = nn.Conv2d(8, 32, 1), nn.Conv2d(4, 32, 1)
+        self.b3, self.b2, self.b1 = (nn.Conv2d(32, 16, 3, padding=1) for _ in range(3))
+        self.norm = nn.GroupNorm(4, 16)
+        self.head = nn.Conv2d(16, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        c1 = F.relu(self.c1(x))
+        c2 = F.relu(self.c2(c1))
+        p3 = self.top(F.relu(self.c3(c2)))
+        p2 = F.interpolate(p3, scale_factor=2.0, mode="nearest") + self.l2(c2)
+        p1 = F.interpolate(p2, scale_factor=2.0, mode="nearest") + self.l1(c1)
+        b3 = F.relu(self.b3(p3))
+        for _ in range(2):
+            b3 = F.interpolate(b3, scale_factor=2.0, mode="bilinear", align_corners=True)
+        b2 = F.interpolate(F.relu(self.b2(p2)), scale_factor=2.0, mode="bilinear", align_corners=True)
+        b1 = F.relu(self.norm(self.b1(p1)))
+        return self.head(b3 + b2 + b1)
+
+
 CASES: dict[str, Callable[[], nn.Module]] = {
     "se_block": SEBlock, "functional_static_padding": FunctionalStaticPadding, "shape_branch": ShapeBranch,
     "fpn_merge": FPNMerge, "aspp": ASPP, "resnet_basic": ResNetBasic, "unet": TinyUNet,
     "resnet_unet": ResNetUNet,
-    "learned_upsample": LearnedUpsample,
+    "learned_upsample": LearnedUpsample, "pyramid_merge": PyramidMerge,
 }
 LOWEST_COLUMNS = {"shape_branch": 3}  # widths >= 96: the branch on `width > 64` is decided for every size
 

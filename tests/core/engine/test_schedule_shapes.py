@@ -12,9 +12,11 @@ from leanseg.core.engine import compile
 from leanseg.core.engine.capture import capture
 from leanseg.core.engine.frontends.ir import dim_size
 from leanseg.core.engine.plan import Plan
-from leanseg.core.engine.schedule import run_consumers_early
+from leanseg.core.engine.schedule import full_size_term_first, run_consumers_early
 from leanseg.core.engine.shapes import sizes_to_scales, value_shapes
 from leanseg.core.model.padding import crop_like, pad_to_multiple
+
+from .export_nets import PyramidMerge
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -150,3 +152,39 @@ def test_compile_applies_both_passes() -> None:
     assert "2 shape reads and sums moved next to their inputs" in plan.notes
     plan = compile(ResizeToSkip("double").eval(), device="cpu")
     assert "1 resizes to another tensor's size are integer scales" in plan.notes
+
+
+def test_a_sum_of_branches_starts_from_its_full_size_branch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full-size branch is computed first and the upsampled ones are added into it band by band: no
+    upsampled branch exists whole, so the peak is lower than summing in the model's order. The coarsest
+    level's narrowing conv (it is that level's last reader) runs before the full-size branch."""
+    torch.manual_seed(0)
+    model = PyramidMerge().eval()
+    x = torch.randn(1, 3, 64, 80)
+    with torch.inference_mode():
+        expected = model(x)
+    plan = compile(model, device="cpu")
+    assert "1 sums of branches start from a full-size branch, computed first" in plan.notes, plan.notes
+    assert plan.graph_module is not None
+    order = [n.name for n in plan.graph_module.graph.nodes]
+    base_step = next(index for index, name in enumerate(order) if "merge_banded" in name)  # b1 over p1, banded
+    assert order.index("b3") < base_step < order.index("b2"), order
+    logits = plan.run(x, output="logits")
+    assert (logits - expected).abs().max().item() <= 1e-5
+    assert plan.last_stats is not None
+    peak = plan.last_stats.peak_bytes
+
+    monkeypatch.setattr("leanseg.core.engine.compiler.full_size_term_first", lambda graph_module: 0)
+    in_model_order = compile(model, device="cpu")
+    assert (in_model_order.run(x, output="logits") - expected).abs().max().item() <= 1e-5
+    assert in_model_order.last_stats is not None
+    full_map = 16 * 64 * 80 * 4  # one branch at full size, fp32
+    assert peak <= in_model_order.last_stats.peak_bytes - full_map / 2, (peak, in_model_order.last_stats.peak_bytes)
+
+
+def test_sums_of_two_terms_or_of_unresized_terms_keep_their_order() -> None:
+    graph_module = capture(FourBranchSum().eval())  # no term is resized
+    assert full_size_term_first(graph_module) == 0
+    graph_module = capture(ResizeToSkip("double").eval())  # two terms: the add already takes the resize as addend
+    sizes_to_scales(graph_module, 3)
+    assert full_size_term_first(graph_module) == 0
