@@ -87,9 +87,8 @@ class BandedInvertedResidual(nn.Module):
         def run_band(top: int, bottom: int) -> int:
             band, band_bytes = self._depthwise_band(inputs, height, top, bottom)  # (1, hidden, bottom - top, W')
             if self.project is not None:
-                self.project.add_into(out[:, :, top:bottom], band)
-            else:
-                out[:, :, top:bottom] = band
+                return band_bytes + self._add_projection(out[:, :, top:bottom], band)
+            out[:, :, top:bottom] = band
             return band_bytes
 
         self.transient_bytes = run_bands(run_band, row_bands(out_h, rows), x.device, self.parallel_bands)
@@ -137,13 +136,26 @@ class BandedInvertedResidual(nn.Module):
         def run_band(top: int, bottom: int) -> int:
             band, band_bytes = self._depthwise_band(inputs, height, top, bottom, partial(read_rows, top, bottom))
             if self.project is not None:
-                self.project.add_into(x[:, :, top:bottom], band)
-            elif not x.is_meta:
+                return band_bytes + self._add_projection(x[:, :, top:bottom], band)
+            if not x.is_meta:
                 x[:, :, top:bottom] = band
             return band_bytes
 
         self.transient_bytes = edge_bytes + run_bands(run_band, bands, x.device, self.parallel_bands)
         return x
+
+    def _add_projection(self, target: Tensor, band: Tensor) -> int:
+        """target += project(band), written straight into `target` when the projection has no activation
+        (MobileNet's linear bottleneck); an activated projection (a separable conv's pointwise + ReLU, as in
+        DeepLabV3+) is computed for the band, then added. Returns the bytes of temporaries made."""
+        assert self.project is not None
+        if self.project.activation is None:
+            self.project.add_into(target, band)
+            return 0
+        projected = self.project(band)
+        if not target.is_meta:
+            target += projected
+        return projected.untyped_storage().nbytes()
 
     def _depthwise_over_input(self, x: Tensor) -> Tensor:
         """A lone depthwise conv written into its input, band after band, each band's rows written once the

@@ -219,3 +219,44 @@ def test_bands_keep_at_least_min_rows_unless_a_tight_budget_needs_fewer() -> Non
     tight = compile(_Block(block).eval(), device="cpu", head=False, memory_budget=2**20)
     (small,) = [m for m in tight.graph_module.modules() if isinstance(m, BandedInvertedResidual)]
     assert small.rows_per_band(8192, 100, 4) == 1  # 64 KB bands: a tight budget wins over the speed
+
+
+class SeparableConvs(nn.Module):
+    """DeepLabV3+'s separable convs: depthwise (dilated) + BN, then pointwise + BN + ReLU; one of them in a
+    residual add, so the block's projection carries an activation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), nn.BatchNorm2d(16), nn.ReLU())
+        self.dw1 = nn.Sequential(nn.Conv2d(16, 16, 3, 1, 2, dilation=2, groups=16, bias=False), nn.BatchNorm2d(16))
+        self.pw1 = nn.Sequential(nn.Conv2d(16, 24, 1, bias=False), nn.BatchNorm2d(24), nn.ReLU())
+        self.dw2 = nn.Sequential(nn.Conv2d(24, 24, 3, 1, 1, groups=24, bias=False), nn.BatchNorm2d(24))
+        self.pw2 = nn.Sequential(nn.Conv2d(24, 24, 1, bias=False), nn.BatchNorm2d(24), nn.ReLU6())
+        self.head = nn.Conv2d(24, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.pw1(self.dw1(self.stem(x)))
+        return self.head(y + self.pw2(self.dw2(y)))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_separable_convs_whose_pointwise_is_activated_run_in_bands(threads: int) -> None:
+    """The projection's ReLU is applied to each band before it is written (or added to the residual)."""
+    torch.manual_seed(3)
+    model = randomise_batchnorm(SeparableConvs()).eval()
+    plan = compile(model, device="cpu")
+    banded = [m for m in plan.graph_module.modules() if isinstance(m, BandedInvertedResidual)]
+    assert any(m.project is not None and m.project.activation is not None for m in banded), plan.notes
+    for module in banded:
+        module.band_bytes, module.min_rows = 1, 1  # one row per band: many bands at this size
+    x = torch.randn(1, 3, 45, 38)
+    with torch.inference_mode():
+        expected = model(x)
+    assert (_run_on_threads(plan, x, threads) - expected).abs().max().item() <= 1e-5
+    assert plan.last_stats is not None
+    measured, previous = plan.last_stats.peak_bytes, torch.get_num_threads()
+    torch.set_num_threads(threads)  # the estimate counts the band workers these threads give
+    try:
+        assert plan.estimate_peak(tuple(x.shape), output="logits") == measured
+    finally:
+        torch.set_num_threads(previous)
