@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/bench_zoo_latency.py SIZE ROUNDS NAME...   (NAME.pt2 and NAME.onnx in out/zoo)
 
-Each round runs the engine, then ONNX Runtime, on the same input; the ratio is the median of the
-per-round ratios, so a busy machine's changing load stays out of it. `leanseg bench --zoo` measures
+Each round runs the engine, then ONNX Runtime, on the same input, each after a half-second pause; the
+ratio is the median of the per-round ratios, so a busy machine's changing load stays out of it. `leanseg bench --zoo` measures
 each configuration in its own process (peaks), one after another. Writes out/bench/zoo_latency_SIZE.json.
 """
 import json
@@ -18,6 +18,11 @@ import torch
 
 from leanseg.core.engine import compile
 from leanseg.core.model.sources import load_model
+
+
+# Without a pause, ONNX Runtime's intra-op threads, still spinning after its run, took CPU from the engine's
+# next run: LR-ASPP read 1.82x ORT back to back and 1.43x with this pause (FPN: 1.38 and 1.40).
+SETTLE_S = 0.5
 
 
 def timed(run) -> float:
@@ -41,7 +46,9 @@ def main(size: int, rounds: int, names: list[str]) -> None:
             session.run(None, feed)
         engine, onnx = [], []
         for _ in range(rounds):
+            time.sleep(SETTLE_S)  # ORT's pool threads spin on after a run: let them park first
             engine.append(timed(lambda: plan.run(x)))  # noqa: B023 (called at once, inside the iteration)
+            time.sleep(SETTLE_S)
             onnx.append(timed(lambda: session.run(None, feed)))  # noqa: B023
         ratio = statistics.median(a / b for a, b in zip(engine, onnx))
         results[name] = {"engine_s": statistics.median(engine), "ort_s": statistics.median(onnx), "ratio": ratio}
