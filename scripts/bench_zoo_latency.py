@@ -3,8 +3,9 @@
     .venv/bin/python scripts/bench_zoo_latency.py SIZE ROUNDS NAME...   (NAME.pt2 and NAME.onnx in out/zoo)
 
 Each round runs the engine, then ONNX Runtime, on the same input, each after a half-second pause; the
-ratio is the median of the per-round ratios, so a busy machine's changing load stays out of it. `leanseg bench --zoo` measures
-each configuration in its own process (peaks), one after another. Writes out/bench/zoo_latency_SIZE.json.
+ratio is the median of the per-round ratios, so a busy machine's changing load stays out of it.
+`leanseg bench --zoo` measures each configuration in its own process (peaks), one after another.
+Writes out/bench/zoo_latency_SIZE.json.
 """
 import json
 import statistics
@@ -18,7 +19,6 @@ import torch
 
 from leanseg.core.engine import compile
 from leanseg.core.model.sources import load_model
-
 
 # Without a pause, ONNX Runtime's intra-op threads, still spinning after its run, took CPU from the engine's
 # next run: LR-ASPP read 1.82x ORT back to back and 1.43x with this pause (FPN: 1.38 and 1.40).
