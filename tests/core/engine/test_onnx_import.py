@@ -18,7 +18,6 @@ from leanseg.core.engine import compile
 from leanseg.core.engine.frontends import IR_FUNCTIONS, FrontendError
 from leanseg.core.engine.frontends.onnx_import import import_onnx
 
-from .export_nets import PyramidMerge
 from .nets import randomise_batchnorm
 
 SIZES = ((64, 96), (96, 64), (70, 90))
@@ -400,15 +399,3 @@ def test_external_weights_outside_the_model_folder_are_refused(tmp_path: Path) -
     path.write_bytes(model.SerializeToString())
     with pytest.raises(FrontendError, match=r"^escape\.onnx: not a readable ONNX model .*outside"):
         import_onnx(path)
-
-
-def test_an_imported_pyramid_merge_is_banded_and_summed_from_its_full_size_branch(tmp_path: Path) -> None:
-    """ONNX Resize comes in with a scale per axis, (2.0, 2.0): the merge's conv still builds the upsampled
-    level band by band, and the branch sum still starts from the full-size branch."""
-    model = PyramidMerge().eval()
-    plan = compile(import_onnx(export(model, tmp_path / "m.onnx")), device="cpu")
-    assert "1 convs over an FPN merge (upsample + 1x1 conv) run in row bands" in plan.notes, plan.notes
-    assert "1 sums of branches start from a full-size branch, computed first" in plan.notes, plan.notes
-    x = torch.rand(1, 3, 64, 96)
-    with torch.inference_mode():
-        assert (plan.run(x, output="logits") - model(x)).abs().max().item() <= 1e-4

@@ -3,6 +3,9 @@ resizes (sizes_to_scales), and shape reads and sums move next to their inputs so
 (run_consumers_early): the peak drops, the result does not change."""
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -11,6 +14,7 @@ from torch import Tensor, fx, nn
 from leanseg.core.engine import compile
 from leanseg.core.engine.capture import capture
 from leanseg.core.engine.frontends.ir import dim_size
+from leanseg.core.engine.frontends.onnx_import import import_onnx
 from leanseg.core.engine.plan import Plan
 from leanseg.core.engine.schedule import full_size_term_first, run_consumers_early
 from leanseg.core.engine.shapes import sizes_to_scales, value_shapes
@@ -188,3 +192,21 @@ def test_sums_of_two_terms_or_of_unresized_terms_keep_their_order() -> None:
     graph_module = capture(ResizeToSkip("double").eval())  # two terms: the add already takes the resize as addend
     sizes_to_scales(graph_module, 3)
     assert full_size_term_first(graph_module) == 0
+
+
+def test_an_imported_pyramid_merge_is_banded_and_summed_from_its_full_size_branch(tmp_path: Path) -> None:
+    """ONNX Resize comes in with a scale per axis, (2.0, 2.0): the merge's conv still builds the upsampled
+    level band by band, and the branch sum still starts from the full-size branch."""
+    model = PyramidMerge().eval()
+    path = tmp_path / "m.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.rand(1, 3, 64, 96),), str(path), opset_version=17, dynamo=False,
+                          input_names=["image"], output_names=["logits"],
+                          dynamic_axes={"image": {2: "height", 3: "width"}, "logits": {2: "height", 3: "width"}})
+    plan = compile(import_onnx(path), device="cpu")
+    assert "1 convs over an FPN merge (upsample + 1x1 conv) run in row bands" in plan.notes, plan.notes
+    assert "1 sums of branches start from a full-size branch, computed first" in plan.notes, plan.notes
+    x = torch.rand(1, 3, 64, 96)
+    with torch.inference_mode():
+        assert (plan.run(x, output="logits") - model(x)).abs().max().item() <= 1e-4
