@@ -120,7 +120,7 @@ def _sample_shapes(graph_module: fx.GraphModule) -> dict[str, tuple[int, ...]]:
     return value_shapes(graph_module, (1, input_channels(graph_module), 4 * multiple, 5 * multiple))
 
 
-def _exclusive_ancestors(node: fx.Node) -> list[fx.Node]:
+def _exclusive_ancestors(node: fx.Node) -> set[fx.Node]:
     """`node` and the computations that only it (through each other) reads."""
     members = {node}
     frontier = [node]
@@ -130,7 +130,7 @@ def _exclusive_ancestors(node: fx.Node) -> list[fx.Node]:
                     and all(user in members for user in arg.users):
                 members.add(arg)
                 frontier.append(arg)
-    return list(members)
+    return members
 
 
 def _shrinking_steps_before(graph: fx.Graph, base: fx.Node, later: list[fx.Node],
@@ -139,9 +139,8 @@ def _shrinking_steps_before(graph: fx.Graph, base: fx.Node, later: list[fx.Node]
     a pyramid level it is the last reader of, its norm) run before the base branch's own steps, so the
     narrower values, not the wide ones, sit beside the base's full-size output."""
     position: dict[fx.Node, float] = {node: index for index, node in enumerate(graph.nodes)}
-    members = set(_exclusive_ancestors(base))
-    outside = [a for n in members for a in n.all_input_nodes if a not in members]
-    latest = max((position[a] for a in outside), default=-1)
+    members = _exclusive_ancestors(base)
+    latest = max((position[a] for a in _read_from_outside(members)), default=-1)
     anchor = min((n for n in members if position[n] > latest), key=position.__getitem__)
     for term in later:
         for node in sorted(_exclusive_ancestors(term), key=position.__getitem__):
@@ -167,12 +166,16 @@ def _latest_input(graph: fx.Graph) -> Callable[[fx.Node], int]:
     position = {node: index for index, node in enumerate(graph.nodes)}
 
     def latest(term: fx.Node) -> int:
-        members = set(_exclusive_ancestors(term))
-        return max((position[a] for n in members for a in n.all_input_nodes if a not in members), default=-1)
+        return max((position[a] for a in _read_from_outside(_exclusive_ancestors(term))), default=-1)
     return latest
 
 
-def _hoist_before(graph: fx.Graph, nodes: list[fx.Node], later: list[fx.Node]) -> None:
+def _read_from_outside(members: set[fx.Node]) -> list[fx.Node]:
+    """The values `members` read that none of them makes."""
+    return [a for n in members for a in n.all_input_nodes if a not in members]
+
+
+def _hoist_before(graph: fx.Graph, nodes: set[fx.Node], later: list[fx.Node]) -> None:
     """Move `nodes` (in order) to just before the first computation of the `later` terms, where their
     inputs allow."""
     position = {node: index for index, node in enumerate(graph.nodes)}
