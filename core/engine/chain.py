@@ -317,8 +317,9 @@ def resize_of(node: fx.Node) -> tuple[Resize, tuple[Any, Any] | None] | None:
     return Resize(mode, align, (scales[0], scales[1])), None
 
 
-def banded_tail(graph_module: fx.GraphModule) -> int:
-    """Replace the longest chain of stages ending at the graph's output by one BandedChain; its length."""
+def banded_tail(graph_module: fx.GraphModule, min_convs: int = 0) -> int:
+    """Replace the longest chain of stages ending at the graph's output by one BandedChain; its length
+    (0, the graph unchanged, when the chain holds fewer than `min_convs` convs)."""
     graph = graph_module.graph
     output = next(node for node in graph.nodes if node.op == "output")
     tail = output.args[0]
@@ -340,6 +341,8 @@ def banded_tail(graph_module: fx.GraphModule) -> int:
             break
         node = node.args[0]
     if not chain or not any(isinstance(m, (ConvAct, Resize)) for _, m, _ in chain):
+        return 0
+    if sum(isinstance(m, (ConvAct, BandedInvertedResidual)) for _, m, _ in chain) < min_convs:
         return 0
     chain.reverse()
     sources = list(chain[0][0].args) if isinstance(chain[0][1], BandedInvertedResidual) else [chain[0][0].args[0]]

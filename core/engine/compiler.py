@@ -26,14 +26,16 @@ from .recompute import recompute_image_convs
 from .residual import ResidualConv, fuse_residual_convs
 from .schedule import full_size_term_first, run_consumers_early
 from .shapes import input_channels, sizes_to_scales
+from .size_arith import fold_size_arithmetic
 from .stem import band_image_stem
+from .transposed import TransposedConvAct, fuse_transposed_convs
 from .virtual import fuse_concat_inputs
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 # Nodes the engine knows the memory behaviour of; anything else runs as a plain eager call.
-_KNOWN_MODULES = (ConvAct, BandedInvertedResidual, LabelsHead, BandedChain, ResidualConv, GroupNormAct, UpsampleAdd,
-                  nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh,
+_KNOWN_MODULES = (ConvAct, TransposedConvAct, BandedInvertedResidual, LabelsHead, BandedChain, ResidualConv,
+                  GroupNormAct, UpsampleAdd, nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh,
                   nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample,
                   nn.Hardsigmoid, nn.Sigmoid, nn.GELU, nn.GroupNorm)
 _KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, torch.mul, torch.cat, F.interpolate,
@@ -61,10 +63,12 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
         return Plan(None, eager, device=device, dtype=dtype, notes=[str(err)], fallbacks=["<whole model>"])
     notes = [
         f"removed {remove_no_ops(graph_module)} identity/dropout nodes",
+        f"removed {fold_size_arithmetic(graph_module, input_channels(graph_module))} pads that are zero at every size",
         f"{sizes_to_scales(graph_module, input_channels(graph_module))} resizes to another tensor's size are "
         "integer scales",
         f"folded {fold_batchnorm(graph_module)} BatchNorm layers into convolutions",
         f"fused {fuse_conv_activation(graph_module)} conv + activation pairs",
+        f"{fuse_transposed_convs(graph_module)} transposed convs (learned upsampling) known to the engine",
         f"{free_shape_only_reads(graph_module.graph, (crop_like,))} crops read their reference's shape only",
         f"{full_size_term_first(graph_module)} sums of branches start from a full-size branch, computed first",
         f"{run_consumers_early(graph_module.graph)} shape reads and sums moved next to their inputs",
@@ -81,11 +85,12 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
         notes.append(f"stem: {band_image_stem(graph_module)} steps from the image to its first pool in row bands")
     notes.append(f"{fuse_residual_convs(graph_module)} conv + residual adds written into the residual")
     notes.append(f"{fuse_groupnorm_activation(graph_module)} GroupNorm (+ activation) steps normalise in place")
-    if head:
-        if labels_head(graph_module):
+    if head:  # a tail of two or more convs runs as one chain; else a 1x1 head alone; else any chain
+        stages = banded_tail(graph_module, min_convs=2)
+        if not stages and labels_head(graph_module):
             notes.append("labels-out head: argmax per band")
         else:
-            stages = banded_tail(graph_module)
+            stages = stages or banded_tail(graph_module)
             notes.append(f"labels-out tail: {stages} stages (convs, resizes, per-pixel ops) in row bands, argmax per "
                          "band" if stages else "no labels-out head: argmax over full logits")
     graph_module.to(device=device, dtype=dtype)

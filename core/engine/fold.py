@@ -10,7 +10,8 @@ _NO_OPS = (nn.Identity, nn.Dropout, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)
 
 
 def fold_batchnorm(graph_module: fx.GraphModule) -> int:
-    """Fold every BatchNorm2d that reads only a Conv2d's output into that conv's weight and bias.
+    """Fold every BatchNorm2d that reads only a Conv2d's (or ConvTranspose2d's) output into that conv's weight
+    and bias.
 
     conv(x) -> bn  becomes  conv'(x) with w' = w * g / sqrt(v + eps), b' = (b - m) * g / sqrt(v + eps) + beta.
     Returns the number of BatchNorms folded; the graph is recompiled.
@@ -25,10 +26,13 @@ def fold_batchnorm(graph_module: fx.GraphModule) -> int:
         if not isinstance(source, fx.Node) or list(source.users) != [node]:
             continue
         conv = module_of(graph_module, source)
-        if not isinstance(conv, nn.Conv2d) or calls[source.target] > 1 or calls[node.target] > 1:
+        if not isinstance(conv, (nn.Conv2d, nn.ConvTranspose2d)) or calls[source.target] > 1 or calls[node.target] > 1:
             continue  # shared weights: folding would change the other call
         assert isinstance(source.target, str)
-        replace_submodule(graph_module, source.target, fuse_conv_bn_eval(conv.eval(), bn.eval()))
+        transpose = isinstance(conv, nn.ConvTranspose2d)  # its weight is (in, out / groups, kh, kw)
+        if transpose and conv.groups != 1:
+            continue  # torch's folding scales the weight's dim 1 as if it held every output channel
+        replace_submodule(graph_module, source.target, fuse_conv_bn_eval(conv.eval(), bn.eval(), transpose=transpose))
         node.replace_all_uses_with(source)
         graph_module.graph.erase_node(node)
         folded += 1

@@ -23,21 +23,37 @@ class _ShapeRecorder(fx.Interpreter):
     def __init__(self, module: fx.GraphModule) -> None:
         super().__init__(module)
         self.shapes: dict[str, tuple[int, ...]] = {}
+        self.ints: dict[str, int] = {}  # nodes computing a Python int (size arithmetic)
 
     def run_node(self, n: fx.Node) -> Any:
         value = super().run_node(n)
         if isinstance(value, torch.Tensor):
             self.shapes[n.name] = tuple(int(d) for d in value.shape)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            self.ints[n.name] = value
         return value
 
 
 def value_shapes(graph_module: fx.GraphModule, input_shape: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
     """node name -> output shape for one input shape (meta tensors: nothing computed, nothing allocated)."""
+    return _record(graph_module, input_shape).shapes
+
+
+def value_ints(graph_module: fx.GraphModule, input_shape: tuple[int, ...]) -> dict[str, int]:
+    """node name -> value, for the nodes computing an int (sizes and their arithmetic), at one input shape."""
+    return _record(graph_module, input_shape).ints
+
+
+def _record(graph_module: fx.GraphModule, input_shape: tuple[int, ...]) -> _ShapeRecorder:
     meta = copy.deepcopy(graph_module).to("meta")
     recorder = _ShapeRecorder(meta)
     with torch.inference_mode():
         recorder.run(torch.empty(input_shape, device="meta"))
-    return recorder.shapes
+    return recorder
+
+
+# Two input sizes (multiples of the graph's size multiple: rows x columns) that a fact about sizes must hold at.
+SAMPLE_MULTIPLES = ((3, 5), (7, 4))
 
 
 def size_multiple(graph_module: fx.GraphModule) -> int | None:
@@ -67,7 +83,7 @@ def sizes_to_scales(graph_module: fx.GraphModule, in_channels: int) -> int:
         return 0
     try:
         runs = [value_shapes(graph_module, (1, in_channels, rows * multiple, cols * multiple))
-                for rows, cols in ((3, 5), (7, 4))]
+                for rows, cols in SAMPLE_MULTIPLES]
     except Exception:  # a graph meta tensors cannot run: leave it as it is
         return 0
     changed = 0

@@ -15,9 +15,11 @@ from torch import Tensor, fx, nn
 from .capture import module_of
 from .fuse import ConvAct
 from .layout import CHANNELS_LAST
+from .transposed import TransposedConvAct
 
 UPSAMPLE_MODES = ("nearest", "bilinear")
-Producers = nn.ModuleList | Sequence[ConvAct]  # the convs producer parts recompute
+Producer = ConvAct | TransposedConvAct
+Producers = nn.ModuleList | Sequence[Producer]  # the convs producer parts recompute
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,10 @@ def virtual_size(tensors: tuple[Tensor, ...], parts: tuple[Part, ...],
 
 def _part_size(tensor: Tensor, part: Part, producers: Producers) -> tuple[int, int, int]:
     if part.producer is not None:
-        conv = cast(ConvAct, producers[part.producer]).conv
-        return conv.out_channels, *conv_output_size(conv, tensor.shape[2], tensor.shape[3])
+        producer = cast(Producer, producers[part.producer])
+        if isinstance(producer, TransposedConvAct):
+            return producer.conv.out_channels, *producer.output_size(tensor.shape[2], tensor.shape[3])
+        return producer.conv.out_channels, *conv_output_size(producer.conv, tensor.shape[2], tensor.shape[3])
     scale = part.scale or 1
     return tensor.shape[1], tensor.shape[2] * scale, tensor.shape[3] * scale
 
@@ -75,9 +79,11 @@ def conv_output_size(conv: Any, height: int, width: int) -> tuple[int, int]:
     return sizes[0], sizes[1]
 
 
-def produced_rows(source: Tensor, first: int, last: int, producer: ConvAct) -> Tensor:
-    """Rows [first, last) of producer(source) (a ConvAct), from the source rows its window reads; rows
-    beyond the source's edge are the zeros the conv's own padding would add."""
+def produced_rows(source: Tensor, first: int, last: int, producer: Producer) -> Tensor:
+    """Rows [first, last) of producer(source), from the source rows its window reads; rows beyond the
+    source's edge are the zeros the conv's own padding would add."""
+    if isinstance(producer, TransposedConvAct):
+        return producer.rows(source, first, last)
     conv = producer.conv
     padding = cast(tuple[int, int], conv.padding)
     stride, pad = conv.stride[0], padding[0]
@@ -110,7 +116,7 @@ def virtual_rows(tensors: tuple[Tensor, ...], parts: tuple[Part, ...], first: in
 
 def _part_rows(tensor: Tensor, part: Part, first: int, last: int, producers: Producers) -> Tensor:
     if part.producer is not None:
-        return produced_rows(tensor, first, last, cast(ConvAct, producers[part.producer]))
+        return produced_rows(tensor, first, last, cast(Producer, producers[part.producer]))
     if part.scale is not None:
         return upsampled_rows(tensor, first, last, part.scale, part.mode)
     return tensor[:, :, first:last]
@@ -135,8 +141,10 @@ def upsample_part(node: fx.Node) -> Part | None:
     return Part(int(scale), str(mode))
 
 
-def concat_parts(node: fx.Node) -> tuple[list[fx.Node], tuple[Part, ...]] | None:
-    """For torch.cat([...], dim=1) read only by one node: its inputs, each with its upsampling folded in."""
+def concat_parts(node: fx.Node, graph_module: fx.GraphModule | None = None
+                 ) -> tuple[list[fx.Node], tuple[Part, ...], list[Producer]] | None:
+    """For torch.cat([...], dim=1) read only by one node: its inputs, each with its upsampling folded in,
+    and (given the graph module) each transposed conv read by the cat alone as a producer part."""
     if node.op != "call_function" or node.target is not torch.cat or len(node.users) != 1:
         return None
     dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else 0)
@@ -145,16 +153,22 @@ def concat_parts(node: fx.Node) -> tuple[list[fx.Node], tuple[Part, ...]] | None
         return None
     sources: list[fx.Node] = []
     parts: list[Part] = []
+    producers: list[Producer] = []
     for item in inputs:
         assert isinstance(item, fx.Node)
         part = upsample_part(item) if len(item.users) == 1 else None
-        if part is not None and isinstance(item.args[0], fx.Node):
+        producer = module_of(graph_module, item) if graph_module is not None and len(item.users) == 1 else None
+        if isinstance(producer, TransposedConvAct) and isinstance(item.args[0], fx.Node) and len(item.args) == 1:
+            sources.append(item.args[0])
+            parts.append(Part(producer=len(producers)))
+            producers.append(producer)
+        elif part is not None and isinstance(item.args[0], fx.Node):
             sources.append(item.args[0])
             parts.append(part)
         else:
             sources.append(item)
             parts.append(Part())
-    return sources, tuple(parts)
+    return sources, tuple(parts), producers
 
 
 def fuse_concat_inputs(graph_module: fx.GraphModule, banded_types: tuple[type, ...]) -> int:
@@ -168,13 +182,17 @@ def fuse_concat_inputs(graph_module: fx.GraphModule, banded_types: tuple[type, .
         if not isinstance(module, banded_types) or getattr(module, "residual", False) or len(node.args) != 1:
             continue
         cat = node.args[0]
-        found = concat_parts(cat) if isinstance(cat, fx.Node) else None
+        found = concat_parts(cat, graph_module) if isinstance(cat, fx.Node) else None
         if found is None:
             continue
-        sources, parts = found
+        sources, parts, producers = found
+        known = getattr(module, "producers")  # noqa: B009 (banded types read virtual inputs: they all have one)
+        parts = tuple(Part(producer=len(known) + p.producer) if p.producer is not None else p for p in parts)
+        known.extend(producers)
         setattr(module, "parts", parts)  # noqa: B010 (the module type is one of banded_types)
         node.args = tuple(sources)
         fused += 1
     graph_module.graph.eliminate_dead_code()
+    graph_module.delete_all_unused_submodules()
     graph_module.recompile()
     return fused

@@ -59,6 +59,16 @@ def _conv_transpose(lifter: Lifter, node: fx.Node, x: Any, weight: Any, bias: An
     return lifter.module(node, conv, x)
 
 
+def _conv_transpose2d(lifter: Lifter, node: fx.Node) -> fx.Node:
+    """aten.conv_transpose2d.input(x, weight, bias, stride, padding, output_padding, groups, dilation)."""
+    names = ("x", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation")
+    defaults: dict[str, Any] = {"bias": None, "stride": [1, 1], "padding": [0, 0], "output_padding": [0, 0],
+                                "groups": 1, "dilation": [1, 1]}
+    v = {**defaults, **dict(zip(names, node.args)), **node.kwargs}
+    return _conv_transpose(lifter, node, v["x"], v["weight"], v["bias"], v["stride"], v["padding"], v["dilation"],
+                           v["output_padding"], v["groups"])
+
+
 def _batch_norm(lifter: Lifter, node: fx.Node) -> Any:
     if node.target is aten.batch_norm.default:
         x, weight, bias, mean, var, training, _momentum, eps = node.args[:8]
@@ -202,6 +212,7 @@ def _pair(value: Any) -> list[int]:
 RULES: dict[Any, Lift] = {
     aten.conv2d.default: _conv,
     aten.convolution.default: _conv,
+    aten.conv_transpose2d.input: _conv_transpose2d,
     aten.batch_norm.default: _batch_norm,
     aten._native_batch_norm_legit_no_training.default: _batch_norm,
     aten.group_norm.default: _group_norm,

@@ -24,11 +24,16 @@ Item = Union[int, float, fx.Node]
 
 @dataclass
 class Dims:
-    """A 0-D or 1-D integer/float vector computed from tensor shapes, evaluated in the graph."""
+    """A 0-D, 1-D or 2-D integer/float array computed from tensor shapes, evaluated in the graph.
+
+    `columns` set: the items are a row-major (len(items) // columns, columns) matrix (how torch.onnx
+    reorders F.pad's pads into ONNX's order: Reshape(-1, 2) -> Slice(step -1) -> Transpose -> Reshape(-1)).
+    """
 
     items: list[Item]
     scalar: bool = False
     is_float: bool = False
+    columns: int | None = None
 
 
 @dataclass

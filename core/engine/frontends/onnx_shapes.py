@@ -118,10 +118,29 @@ def settle(dims: Dims) -> Value:
     if any(not isinstance(item, (int, float)) for item in dims.items):
         return dims
     array = np.array(dims.items, dtype=np.float32 if dims.is_float else np.int64)
+    if dims.columns is not None:
+        return array.reshape(-1, dims.columns)
     return array.reshape(()) if dims.scalar else array
 
 
+def _grid(dims: Dims) -> np.ndarray:
+    """The items as a numpy object array of the Dims' shape (nodes and ints alike)."""
+    grid = np.empty(len(dims.items), dtype=object)
+    grid[:] = dims.items
+    return grid.reshape(-1, dims.columns) if dims.columns is not None else grid
+
+
+def _from_grid(grid: np.ndarray, like: Dims) -> Value:
+    if grid.ndim > 2:
+        raise ValueError(f"a size array of rank {grid.ndim}")
+    columns = int(grid.shape[1]) if grid.ndim == 2 else None
+    return settle(Dims(list(grid.reshape(-1)), scalar=grid.ndim == 0, is_float=like.is_float, columns=columns))
+
+
 def _shape(b: Builder, attrs: dict[str, Any]) -> Value:
+    sizes = b.value(0)
+    if isinstance(sizes, Dims):  # the shape of a size array is known now
+        return np.array(_grid(sizes).shape[attrs.get("start", 0):attrs.get("end")], dtype=np.int64)
     node = b.tensor(0)
     rank = b.rank(node)
     items: list[Item] = []
@@ -146,7 +165,13 @@ def _gather(b: Builder, attrs: dict[str, Any]) -> Value:
 
 def _slice(b: Builder, attrs: dict[str, Any]) -> Value:
     dims = _dims(b, 0)
-    return settle(Dims(dims.items[_slice_spec(b, 1)[0]], is_float=dims.is_float))
+    grid = _grid(dims)
+    return _from_grid(grid[tuple(_slice_spec(b, grid.ndim))], dims)
+
+
+def _transpose(b: Builder, attrs: dict[str, Any]) -> Value:
+    dims = _dims(b, 0)
+    return _from_grid(np.transpose(_grid(dims), attrs.get("perm")), dims)
 
 
 def _unsqueeze(b: Builder, attrs: dict[str, Any]) -> Value:
@@ -171,9 +196,13 @@ def _concat(b: Builder, attrs: dict[str, Any]) -> Value:
 
 def _reshape(b: Builder, attrs: dict[str, Any]) -> Value:
     dims, shape = _dims(b, 0), b.const(1).reshape(-1)
-    if len(shape) > 1 or (len(shape) == 0 and len(dims.items) != 1):
-        raise b.error(f"reshapes a size vector to {shape.tolist()}; only 0-D and 1-D are supported")
-    return settle(Dims(dims.items, scalar=len(shape) == 0, is_float=dims.is_float))
+    grid = _grid(dims)
+    if not attrs.get("allowzero", 0):
+        shape = np.array([grid.shape[i] if s == 0 else s for i, s in enumerate(shape)])
+    try:
+        return _from_grid(grid.reshape([int(s) for s in shape]), dims)
+    except ValueError:
+        raise b.error(f"reshapes a size array of shape {grid.shape} to {shape.tolist()}; only up to 2-D") from None
 
 
 def _cast(b: Builder, attrs: dict[str, Any]) -> Value:
@@ -181,7 +210,7 @@ def _cast(b: Builder, attrs: dict[str, Any]) -> Value:
     to_float = onnx.helper.tensor_dtype_to_np_dtype(attrs["to"]).kind == "f"
     if dims.is_float and not to_float:
         raise b.error("casts a run-time float size to an integer; unsupported")
-    return settle(Dims(dims.items, scalar=dims.scalar, is_float=to_float))
+    return settle(Dims(dims.items, scalar=dims.scalar, is_float=to_float, columns=dims.columns))
 
 
 def _arithmetic(function: Callable[[Any, Any], Any]) -> Callable[[Builder, dict[str, Any]], Value]:
@@ -210,6 +239,7 @@ DIMS_OPS: dict[str, Callable[[Builder, dict[str, Any]], Value]] = {
     "Concat": _concat,
     "Cast": _cast,
     "Reshape": _reshape,
+    "Transpose": _transpose,
     "Identity": lambda b, attrs: _dims(b, 0),
     "Add": _arithmetic(operator.add),
     "Sub": _arithmetic(operator.sub),

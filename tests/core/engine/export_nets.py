@@ -228,11 +228,46 @@ class PyramidMerge(nn.Module):
         return self.head(b3 + b2 + b1)
 
 
+class UpConcat(nn.Module):
+    """milesial/Pytorch-UNet's `Up`: a 2x2 up-conv, padded to the skip's size (a zero pad at every size the
+    model takes), concatenated after the skip, then two 3x3 convs."""
+
+    def __init__(self, cin: int, cout: int, norm: bool) -> None:
+        super().__init__()
+        up = nn.ConvTranspose2d(cin, cin // 2, 2, stride=2)
+        self.up = nn.Sequential(up, nn.BatchNorm2d(cin // 2), nn.ReLU()) if norm else up
+        self.conv = nn.Sequential(conv_bn(cin, cout), nn.ReLU(), conv_bn(cout, cout), nn.ReLU())
+
+    def forward(self, x: Tensor, skip: Tensor) -> Tensor:
+        x = self.up(x)
+        dy, dx = skip.size(2) - x.size(2), skip.size(3) - x.size(3)
+        x = F.pad(x, [dx // 2, dx - dx // 2, dy // 2, dy - dy // 2])
+        return self.conv(torch.cat([skip, x], dim=1))
+
+
+class ClassicUNet(nn.Module):
+    """The U-Net people write from the paper: double 3x3 convs, max pools, learned up-convs (one followed by
+    BatchNorm + ReLU, as LinkNet's are), skips concatenated."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inc = nn.Sequential(conv_bn(3, 8), nn.ReLU(), conv_bn(8, 8), nn.ReLU())
+        self.down1 = nn.Sequential(nn.MaxPool2d(2), conv_bn(8, 16), nn.ReLU())
+        self.down2 = nn.Sequential(nn.MaxPool2d(2), conv_bn(16, 32), nn.ReLU())
+        self.up1, self.up2 = UpConcat(32, 16, norm=True), UpConcat(16, 8, norm=False)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x1 = self.inc(x)
+        x2 = self.down1(x1)
+        return self.head(self.up2(self.up1(self.down2(x2), x2), x1))
+
+
 CASES: dict[str, Callable[[], nn.Module]] = {
     "se_block": SEBlock, "functional_static_padding": FunctionalStaticPadding, "shape_branch": ShapeBranch,
     "fpn_merge": FPNMerge, "aspp": ASPP, "resnet_basic": ResNetBasic, "unet": TinyUNet,
     "resnet_unet": ResNetUNet,
-    "learned_upsample": LearnedUpsample, "pyramid_merge": PyramidMerge,
+    "learned_upsample": LearnedUpsample, "pyramid_merge": PyramidMerge, "classic_unet": ClassicUNet,
 }
 LOWEST_COLUMNS = {"shape_branch": 3}  # widths >= 96: the branch on `width > 64` is decided for every size
 
