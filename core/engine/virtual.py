@@ -29,21 +29,33 @@ class Part:
     module's `producers`)."""
 
     scale: int | None = None
-    mode: str = "nearest"  # nearest | bilinear (align_corners=False)
+    mode: str = "nearest"  # nearest | bilinear
     producer: int | None = None
+    align_corners: bool = False  # bilinear only (as many hand-written U-Nets' nn.Upsample asks)
 
 
-def source_rows(top: int, bottom: int, scale: int, mode: str, source_height: int) -> tuple[int, int]:
+def source_rows(top: int, bottom: int, scale: int, mode: str, source_height: int,
+                align_corners: bool = False) -> tuple[int, int]:
     """Source rows [first, last) whose upsampling reproduces output rows [top, bottom) exactly."""
     if mode == "nearest":
         return top // scale, (bottom - 1) // scale + 1
+    if align_corners:  # output row y reads source rows floor(y * ratio) and the one after it
+        ratio = _aligned_ratio(source_height, scale)
+        return math.floor(top * ratio), min(source_height, math.floor((bottom - 1) * ratio) + 2)
     first = max(0, math.floor((top + 0.5) / scale - 0.5))
     last = min(source_height, math.floor((bottom - 0.5) / scale - 0.5) + 2)
     return first, last
 
 
-def upsampled_rows(source: Tensor, top: int, bottom: int, scale: int, mode: str) -> Tensor:
+def _aligned_ratio(source_height: int, scale: int) -> float:
+    out_height = source_height * scale
+    return (source_height - 1) / (out_height - 1) if out_height > 1 else 0.0
+
+
+def upsampled_rows(source: Tensor, top: int, bottom: int, scale: int, mode: str, align_corners: bool = False) -> Tensor:
     """Rows [top, bottom) of F.interpolate(source, scale_factor=scale, mode), from a band of `source`."""
+    if align_corners:
+        return _aligned_rows(source, top, bottom, scale)
     first, last = source_rows(top, bottom, scale, mode, source.shape[2])
     band = source[:, :, first:last]
     if mode == "bilinear":
@@ -52,6 +64,21 @@ def upsampled_rows(source: Tensor, top: int, bottom: int, scale: int, mode: str)
         up = F.interpolate(band, scale_factor=float(scale), mode="nearest")
     offset = top - first * scale
     return up[:, :, offset:offset + bottom - top]
+
+
+def _aligned_rows(source: Tensor, top: int, bottom: int, scale: int) -> Tensor:
+    """Rows [top, bottom) of a bilinear align_corners=True upsampling: the two source rows under each
+    output row blended (as ATen weighs them), then the width upsampled alone."""
+    height, width = source.shape[2], source.shape[3]
+    if source.is_meta:
+        return source.new_empty((source.shape[0], source.shape[1], bottom - top, width * scale))
+    ratio = _aligned_ratio(height, scale)
+    upper = [min(math.floor(y * ratio), height - 1) for y in range(top, bottom)]
+    lower = [min(y0 + 1, height - 1) for y0 in upper]
+    weight = torch.tensor([y * ratio - y0 for y, y0 in zip(range(top, bottom), upper)], dtype=source.dtype,
+                          device=source.device).view(1, 1, -1, 1)
+    rows = torch.lerp(source[:, :, upper], source[:, :, lower], weight).contiguous(memory_format=CHANNELS_LAST)
+    return F.interpolate(rows, size=(bottom - top, width * scale), mode="bilinear", align_corners=True)
 
 
 def virtual_size(tensors: tuple[Tensor, ...], parts: tuple[Part, ...],
@@ -118,12 +145,13 @@ def _part_rows(tensor: Tensor, part: Part, first: int, last: int, producers: Pro
     if part.producer is not None:
         return produced_rows(tensor, first, last, cast(Producer, producers[part.producer]))
     if part.scale is not None:
-        return upsampled_rows(tensor, first, last, part.scale, part.mode)
+        return upsampled_rows(tensor, first, last, part.scale, part.mode, part.align_corners)
     return tensor[:, :, first:last]
 
 
-def upsample_part(node: fx.Node) -> Part | None:
-    """Part(scale, mode) for F.interpolate(x, scale_factor=k, mode=nearest|bilinear), else None."""
+def upsample_part(node: fx.Node, align_corners_ok: bool = False) -> Part | None:
+    """Part(scale, mode) for F.interpolate(x, scale_factor=k, mode=nearest|bilinear), else None; bilinear
+    with align_corners=True too when the caller builds rows with `upsampled_rows` (`align_corners_ok`)."""
     if node.op != "call_function" or node.target is not F.interpolate or len(node.args) != 1:
         return None
     kwargs = dict(node.kwargs)
@@ -136,9 +164,9 @@ def upsample_part(node: fx.Node) -> Part | None:
         scale = scale[0]
     if kwargs or not isinstance(scale, (int, float)) or float(scale) != int(scale) or int(scale) < 1:
         return None
-    if mode not in UPSAMPLE_MODES or align:
+    if mode not in UPSAMPLE_MODES or (align and (mode != "bilinear" or not align_corners_ok)):
         return None
-    return Part(int(scale), str(mode))
+    return Part(int(scale), str(mode), align_corners=bool(align))
 
 
 def concat_parts(node: fx.Node, graph_module: fx.GraphModule | None = None
@@ -156,7 +184,7 @@ def concat_parts(node: fx.Node, graph_module: fx.GraphModule | None = None
     producers: list[Producer] = []
     for item in inputs:
         assert isinstance(item, fx.Node)
-        part = upsample_part(item) if len(item.users) == 1 else None
+        part = upsample_part(item, align_corners_ok=True) if len(item.users) == 1 else None
         producer = module_of(graph_module, item) if graph_module is not None and len(item.users) == 1 else None
         if isinstance(producer, TransposedConvAct) and isinstance(item.args[0], fx.Node) and len(item.args) == 1:
             sources.append(item.args[0])
