@@ -169,15 +169,29 @@ def upsample_part(node: fx.Node, align_corners_ok: bool = False) -> Part | None:
     return Part(int(scale), str(mode), align_corners=bool(align))
 
 
-def concat_parts(node: fx.Node, graph_module: fx.GraphModule | None = None
-                 ) -> tuple[list[fx.Node], tuple[Part, ...], list[Producer]] | None:
-    """For torch.cat([...], dim=1) read only by one node: its inputs, each with its upsampling folded in,
-    and (given the graph module) each transposed conv read by the cat alone as a producer part."""
-    if node.op != "call_function" or node.target is not torch.cat or len(node.users) != 1:
+def _channel_cat_inputs(node: fx.Node) -> list[fx.Node] | None:
+    """The inputs of torch.cat(..., dim=1), with those that are themselves such a cat read by it alone (UNet++'s
+    dense skips: cat([up(x), cat([a, b])])) replaced by their own inputs; None for any other node."""
+    if node.op != "call_function" or node.target is not torch.cat:
         return None
     dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else 0)
     inputs = node.args[0]
     if dim != 1 or not isinstance(inputs, (list, tuple)) or not all(isinstance(i, fx.Node) for i in inputs):
+        return None
+    flat: list[fx.Node] = []
+    for item in inputs:
+        assert isinstance(item, fx.Node)
+        nested = _channel_cat_inputs(item) if len(item.users) == 1 else None
+        flat.extend(nested if nested is not None else [item])
+    return flat
+
+
+def concat_parts(node: fx.Node, graph_module: fx.GraphModule | None = None
+                 ) -> tuple[list[fx.Node], tuple[Part, ...], list[Producer]] | None:
+    """For torch.cat([...], dim=1) read only by one node: its inputs, each with its upsampling folded in,
+    and (given the graph module) each transposed conv read by the cat alone as a producer part."""
+    inputs = _channel_cat_inputs(node)
+    if inputs is None or len(node.users) != 1:
         return None
     sources: list[fx.Node] = []
     parts: list[Part] = []

@@ -264,3 +264,27 @@ def test_separable_convs_whose_pointwise_is_activated_run_in_bands(threads: int)
         assert plan.estimate_peak(tuple(x.shape), output="logits") == measured
     finally:
         torch.set_num_threads(previous)
+
+
+def test_a_concatenation_of_concatenations_is_built_band_by_band() -> None:
+    """UNet++'s decoder concatenates an upsampled map with a concatenation of dense skips: neither
+    concatenation is built whole."""
+
+    class DenseUpCat(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(12, 6, 3, padding=1)
+
+        def forward(self, low: torch.Tensor, skip_a: torch.Tensor, skip_b: torch.Tensor) -> torch.Tensor:
+            up = torch.nn.functional.interpolate(low, scale_factor=2.0, mode="nearest")
+            return self.conv(torch.cat([up, torch.cat([skip_a, skip_b], 1)], dim=1))
+
+    torch.manual_seed(4)
+    model = DenseUpCat().eval()
+    plan = compile(model, device="cpu", head=False)
+    assert not any(n.target is torch.cat for n in plan.graph_module.graph.nodes)
+    low, skip_a, skip_b = torch.randn(1, 4, 9, 7), torch.randn(1, 5, 18, 14), torch.randn(1, 3, 18, 14)
+    with torch.inference_mode():
+        expected = model(low, skip_a, skip_b)
+        got = plan.graph_module(*(t.contiguous(memory_format=torch.channels_last) for t in (low, skip_a, skip_b)))
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
