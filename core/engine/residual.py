@@ -4,6 +4,10 @@ A ResNet basic block ends in `relu(bn2(conv2(y)) + identity)`: run as written, t
 activation's output are each a new full-size map beside the identity. When the identity is read by that
 add alone, the conv adds its result into it (one oneDNN call with a sum post-op on the CPU) and the
 activation runs in place: the block's output reuses the identity's memory.
+
+A conv with its own activation before the add (LinkNet's decoder: `relu(conv(x)) + skip`) cannot use
+the sum post-op (it would add before the activation): it is computed a band of rows at a time and each
+band added into the residual, so only a band of its output exists.
 """
 from __future__ import annotations
 
@@ -14,8 +18,10 @@ from torch import Tensor, fx, nn
 
 from .capture import call_counts, module_of
 from .fuse import ACTIVATIONS, ConvAct, activation_kind
+from .virtual import produced_rows
 
 _ADDS = (operator.add, torch.add)
+BAND_BYTES = 2**20  # an activated conv's output rows computed at a time
 
 
 class ResidualConv(nn.Module):
@@ -25,17 +31,33 @@ class ResidualConv(nn.Module):
         super().__init__()
         self.conv = conv
         self.activation = activation
+        self.band_bytes = BAND_BYTES
+        self.transient_bytes = 0  # an activated conv's band, added into the residual
 
     def forward(self, x: Tensor, residual: Tensor) -> Tensor:
-        if residual.is_meta:  # estimate_peak: no new bytes (the conv writes into the residual)
-            return residual
         fits = residual.dtype == x.dtype and tuple(residual.shape) == self._output_shape(x)
-        if fits:
+        if fits and self.conv.activation is not None:
+            self._add_bands(x, residual)
+            out = residual
+        elif residual.is_meta:  # estimate_peak: no new bytes (the conv writes into the residual)
+            return residual
+        elif fits:
             self.conv.add_into(residual, x)
             out = residual
         else:  # a broadcast residual: plain arithmetic
             out = residual + self.conv(x)
         return ACTIVATIONS[self.activation](out) if self.activation is not None else out
+
+    def _add_bands(self, x: Tensor, residual: Tensor) -> None:
+        """residual += activation(conv(x)), a band of about `band_bytes` of output rows at a time."""
+        _, channels, height, width = residual.shape
+        rows = max(1, min(height, self.band_bytes // max(1, channels * width * residual.element_size())))
+        self.transient_bytes = 0
+        for top in range(0, height, rows):
+            band = produced_rows(x, top, min(height, top + rows), self.conv)
+            self.transient_bytes = max(self.transient_bytes, band.untyped_storage().nbytes())
+            if not residual.is_meta:
+                residual[:, :, top:top + rows] += band
 
     def _output_shape(self, x: Tensor) -> tuple[int, ...]:
         conv = self.conv.conv
@@ -49,7 +71,8 @@ class ResidualConv(nn.Module):
 
 
 def fuse_residual_convs(graph_module: fx.GraphModule) -> int:
-    """Replace add(conv(x), r) [-> activation], the add r's last reader, by one ResidualConv; returns how many."""
+    """Replace add([activation](conv(x)), r) [-> activation], the add r's last reader, by one ResidualConv;
+    returns how many."""
     graph = graph_module.graph
     calls = call_counts(graph_module)
     position = {node: index for index, node in enumerate(graph.nodes)}
@@ -88,5 +111,5 @@ def fuse_residual_convs(graph_module: fx.GraphModule) -> int:
 
 def _plain_conv(graph_module: fx.GraphModule, node: fx.Node, calls: dict) -> bool:
     module = module_of(graph_module, node)
-    return (isinstance(module, ConvAct) and module.activation is None and len(node.users) == 1
+    return (isinstance(module, ConvAct) and len(node.users) == 1
             and calls[node.target] == 1 and isinstance(module.conv.padding, tuple) and len(node.args) == 1)
