@@ -200,6 +200,14 @@ def _stack(lifter: Lifter, node: fx.Node) -> Any:
     return lifter.function(node.target, *node.args, **node.kwargs)  # type: ignore[arg-type]
 
 
+def _plain(target: Callable[..., Any], arity: int) -> Lift:
+    """An op the IR keeps as the torch function of the same meaning (an attention block's reshapes, matmuls
+    and softmax), its first `arity` arguments passed on."""
+    def lift(lifter: Lifter, node: fx.Node) -> fx.Node:
+        return lifter.function(target, *node.args[:arity])
+    return lift
+
+
 def _sym_size(lifter: Lifter, node: fx.Node) -> fx.Node:
     return lifter.function(dim_size, node.args[0], node.args[1])
 
@@ -250,6 +258,17 @@ RULES: dict[Any, Lift] = {
     aten.stack.default: _stack,
     aten.sum.dim_IntList: _sum_of_stack,
     aten.sym_size.int: _sym_size,
+    # Attention blocks (MAnet's position attention, DANet, OCR): small maps, one output each
+    aten.flatten.using_ints: _plain(torch.flatten, 3),
+    aten.transpose.int: _plain(torch.transpose, 3),
+    aten.permute.default: _plain(torch.permute, 2),
+    aten.view.default: _plain(torch.reshape, 2),
+    aten.reshape.default: _plain(torch.reshape, 2),
+    aten._unsafe_view.default: _plain(torch.reshape, 2),
+    aten.matmul.default: _plain(torch.matmul, 2),
+    aten.bmm.default: _plain(torch.bmm, 2),
+    aten.softmax.int: _plain(torch.softmax, 2),
+    aten._softmax.default: _plain(torch.softmax, 2),
 }
 # Ops that are the identity at inference (eval-mode dropout, copies that only change the layout).
 _IDENTITY = {aten.dropout.default, aten.dropout_.default, aten.feature_dropout.default,

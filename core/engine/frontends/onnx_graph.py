@@ -17,7 +17,7 @@ import torch
 from onnx import numpy_helper
 from torch import fx, nn
 
-from .ir import FrontendError
+from .ir import FrontendError, dim_size
 
 Item = Union[int, float, fx.Node]
 
@@ -118,6 +118,9 @@ class Builder:
 
     def tensor(self, index: int) -> fx.Node:
         value = self.value(index)
+        if isinstance(value, Grouped):  # (N, groups, -1) read by something other than GroupNorm: a plain reshape
+            batch = self.call(dim_size, value.node, 0, rank=None)
+            value = self.call(torch.reshape, value.node, [batch, value.groups, -1], rank=3)
         if not isinstance(value, fx.Node):
             raise self.error(f"needs a run-time tensor as input {index}, got {type(value).__name__}")
         return value

@@ -182,7 +182,11 @@ def gemm(b: Builder, attrs: dict[str, Any]) -> Value:
 
 
 def matmul(b: Builder, attrs: dict[str, Any]) -> Value:
-    x, weight = b.tensor(0), b.const(1)
+    x = b.tensor(0)
+    if not isinstance(b.value(1), np.ndarray):  # two run-time operands (an attention block's scores and values)
+        other = b.tensor(1)
+        return b.call(torch.matmul, x, other, rank=max(b.rank(x), b.rank(other)))
+    weight = b.const(1)
     if weight.ndim != 2:
         raise b.error("is supported only with a constant 2-D right operand")
     module = nn.Linear(weight.shape[0], weight.shape[1], bias=False)

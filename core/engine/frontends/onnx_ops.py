@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
+from .ir import dim_size
 from .onnx_graph import Builder, Dims, GeluPart, Grouped, GroupNormed, Stacked, Value
 from .onnx_layers import group_norm_end
 from .onnx_shapes import as_dims, axes_of
@@ -236,7 +237,22 @@ def reshape(b: Builder, attrs: dict[str, Any]) -> Value:
             return Grouped(x, target.items[1])
     if target is not None and len(target.items) == 2 and target.items[0] in (0, 1) and target.items[1] == -1:
         return b.call(torch.flatten, x, 1, rank=2)
-    raise b.error("reshapes a tensor in a way the engine cannot express (only flatten and GroupNorm's)")
+    if target is None or target.is_float:
+        raise b.error("reshapes a tensor to a shape that is not a size vector")
+    sizes: list[Any] = []  # ONNX's 0 copies the input's size on that axis (unless allowzero)
+    for axis, item in enumerate(target.items):
+        if isinstance(item, int) and item == 0 and not attrs.get("allowzero", 0):
+            static = b.static_dim(x, axis)
+            item = static if static is not None else b.call(dim_size, x, axis, rank=None)
+        sizes.append(item)
+    return b.call(torch.reshape, x, sizes, rank=len(sizes))
+
+
+def transpose(b: Builder, attrs: dict[str, Any]) -> Value:
+    x = b.tensor(0)
+    rank = b.rank(x)
+    perm = [int(p) for p in attrs.get("perm", reversed(range(rank)))]
+    return b.call(torch.permute, x, perm, rank=rank)
 
 
 def flatten(b: Builder, attrs: dict[str, Any]) -> Value:
@@ -264,6 +280,7 @@ OPS: dict[str, Handler] = {
     "Upsample": resize,
     "Pad": pad,
     "Concat": concat,
+    "Transpose": transpose,
     "Unsqueeze": unsqueeze,
     "ReduceSum": reduce_sum,
     "Reshape": reshape,

@@ -263,11 +263,31 @@ class ClassicUNet(nn.Module):
         return self.head(self.up2(self.up1(self.down2(x2), x2), x1))
 
 
+class PositionAttention(nn.Module):
+    """MAnet's / DANet's position attention at 1/4 size: every position attends to every other (reshape,
+    transpose, batched matmul, softmax), added back to the map."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = conv_bn(3, 8, stride=4)
+        self.query, self.key, self.value = nn.Conv2d(8, 2, 1), nn.Conv2d(8, 2, 1), nn.Conv2d(8, 8, 1)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.relu(self.stem(x))
+        b, c, h, w = y.shape
+        query = self.query(y).view(b, -1, h * w).permute(0, 2, 1)
+        attention = torch.softmax(torch.bmm(query, self.key(y).flatten(2)), dim=-1)
+        out = torch.matmul(self.value(y).view(b, -1, h * w), attention.transpose(1, 2)).reshape(b, c, h, w)
+        return F.interpolate(self.head(y + 0.5 * out), scale_factor=4, mode="bilinear", align_corners=False)
+
+
 CASES: dict[str, Callable[[], nn.Module]] = {
     "se_block": SEBlock, "functional_static_padding": FunctionalStaticPadding, "shape_branch": ShapeBranch,
     "fpn_merge": FPNMerge, "aspp": ASPP, "resnet_basic": ResNetBasic, "unet": TinyUNet,
     "resnet_unet": ResNetUNet,
     "learned_upsample": LearnedUpsample, "pyramid_merge": PyramidMerge, "classic_unet": ClassicUNet,
+    "position_attention": PositionAttention,
 }
 LOWEST_COLUMNS = {"shape_branch": 3}  # widths >= 96: the branch on `width > 64` is decided for every size
 
