@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -126,18 +127,25 @@ def fuse_conv_activation(graph_module: fx.GraphModule) -> int:
             continue  # a module called twice (shared weights), or padding='same', stays as it is
         if conv.padding_mode != "zeros":
             continue
-        assert isinstance(node.target, str)
-        reader = single_user(node)
-        kind = activation_kind(graph_module, reader) if reader is not None else None
-        replace_submodule(graph_module, node.target, ConvAct(conv, kind))
-        if reader is not None and kind is not None:
-            reader.replace_all_uses_with(node)
-            graph_module.graph.erase_node(reader)
-            fused += 1
+        fused += absorb_activation(graph_module, node, partial(ConvAct, conv))
     graph_module.graph.eliminate_dead_code()
     graph_module.delete_all_unused_submodules()
     graph_module.recompile()
     return fused
+
+
+def absorb_activation(graph_module: fx.GraphModule, node: fx.Node, make: Callable[[str | None], nn.Module]) -> bool:
+    """Replace `node`'s module by make(kind), kind the activation that is the node's only reader (which is
+    then removed) or None; returns whether an activation was absorbed."""
+    assert isinstance(node.target, str)
+    reader = single_user(node)
+    kind = activation_kind(graph_module, reader) if reader is not None else None
+    replace_submodule(graph_module, node.target, make(kind))
+    if reader is None or kind is None:
+        return False
+    reader.replace_all_uses_with(node)
+    graph_module.graph.erase_node(reader)
+    return True
 
 
 ADD_TARGETS = (operator.add, torch.add, operator.iadd)

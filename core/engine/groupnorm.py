@@ -7,12 +7,14 @@ input dies at this step (no other reader, not the caller's), it scales the input
 """
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, fx, nn
 
-from .capture import call_counts, module_of, replace_submodule, single_user
-from .fuse import ACTIVATIONS, activation_kind
+from .capture import call_counts, module_of
+from .fuse import ACTIVATIONS, absorb_activation
 
 
 class GroupNormAct(nn.Module):
@@ -55,13 +57,7 @@ def fuse_groupnorm_activation(graph_module: fx.GraphModule) -> int:
         norm = module_of(graph_module, node)
         if not isinstance(norm, nn.GroupNorm) or calls[node.target] > 1 or len(node.args) != 1 or node.kwargs:
             continue
-        assert isinstance(node.target, str)
-        reader = single_user(node)
-        kind = activation_kind(graph_module, reader) if reader is not None else None
-        replace_submodule(graph_module, node.target, GroupNormAct(norm, kind))
-        if reader is not None and kind is not None:
-            reader.replace_all_uses_with(node)
-            graph_module.graph.erase_node(reader)
+        absorb_activation(graph_module, node, partial(GroupNormAct, norm))
         replaced += 1
     graph_module.graph.eliminate_dead_code()
     graph_module.delete_all_unused_submodules()

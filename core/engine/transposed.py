@@ -8,13 +8,14 @@ y = i * s - p + j * d for some tap j: the rows [ceil((y + p - d (k - 1)) / s), f
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import cast
 
 import torch.nn.functional as F
 from torch import Tensor, fx, nn
 
-from .capture import call_counts, module_of, replace_submodule, single_user
-from .fuse import ACTIVATIONS, activation_kind
+from .capture import call_counts, module_of
+from .fuse import ACTIVATIONS, absorb_activation
 from .layout import CHANNELS_LAST
 
 
@@ -90,13 +91,7 @@ def fuse_transposed_convs(graph_module: fx.GraphModule) -> int:
         conv = module_of(graph_module, node)
         if not isinstance(conv, nn.ConvTranspose2d) or calls[node.target] > 1 or conv.padding_mode != "zeros":
             continue
-        assert isinstance(node.target, str)
-        reader = single_user(node)
-        kind = activation_kind(graph_module, reader) if reader is not None else None
-        replace_submodule(graph_module, node.target, TransposedConvAct(conv, kind))
-        if reader is not None and kind is not None:
-            reader.replace_all_uses_with(node)
-            graph_module.graph.erase_node(reader)
+        absorb_activation(graph_module, node, partial(TransposedConvAct, conv))
         replaced += 1
     graph_module.graph.eliminate_dead_code()
     graph_module.delete_all_unused_submodules()

@@ -3,6 +3,7 @@ EfficientNet's functional static-padding conv, smp's shape checks, FPN, ASPP, Re
 and their torch.export to a `.pt2` with a dynamic height and width (multiples of 32)."""
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -313,4 +314,14 @@ def export_pt2(model: nn.Module, path: Path, lowest_columns: int = 1) -> Path:
     program = torch.export.export(model.eval(), (torch.rand(1, 3, 64, 96),),
                                   dynamic_shapes={"x": {2: 32 * rows, 3: 32 * cols}})
     torch.export.save(program, str(path))
+    return path
+
+
+def export_onnx(model: nn.Module, path: Path) -> Path:
+    """torch.onnx's TorchScript exporter (as most users' READMEs call it), dynamic height and width, opset 17."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model.eval(), (torch.rand(1, 3, 64, 96),), str(path), opset_version=17, dynamo=False,
+                          input_names=["image"], output_names=["logits"],
+                          dynamic_axes={"image": {2: "height", 3: "width"}, "logits": {2: "height", 3: "width"}})
     return path

@@ -2,7 +2,6 @@
 a matmul of two run-time tensors and a softmax import to the engine IR and run with no eager node."""
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def test_position_attention_imports_and_equals_eager(tmp_path: Path) -> None:
     model = nets.made("position_attention")
     path = tmp_path / "attention.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.rand(1, 3, 64, 96),), str(path), opset_version=17, dynamo=False,
-                          input_names=["image"], output_names=["logits"],
-                          dynamic_axes={"image": {2: "height", 3: "width"}, "logits": {2: "height", 3: "width"}})
+    nets.export_onnx(model, path)
     plan = compile(load_model(path).model, device="cpu")
     assert not plan.fallbacks, plan.fallbacks
     for height, width in ((64, 96), (96, 64)):  # the attention's h * w follows the input

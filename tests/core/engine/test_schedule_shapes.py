@@ -3,7 +3,6 @@ resizes (sizes_to_scales), and shape reads and sums move next to their inputs so
 (run_consumers_early): the peak drops, the result does not change."""
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from leanseg.core.engine.schedule import full_size_term_first, run_consumers_ear
 from leanseg.core.engine.shapes import sizes_to_scales, value_shapes
 from leanseg.core.model.padding import crop_like, pad_to_multiple
 
-from .export_nets import PyramidMerge
+from .export_nets import PyramidMerge, export_onnx
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -199,11 +198,7 @@ def test_an_imported_pyramid_merge_is_banded_and_summed_from_its_full_size_branc
     level band by band, and the branch sum still starts from the full-size branch."""
     model = PyramidMerge().eval()
     path = tmp_path / "m.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.rand(1, 3, 64, 96),), str(path), opset_version=17, dynamo=False,
-                          input_names=["image"], output_names=["logits"],
-                          dynamic_axes={"image": {2: "height", 3: "width"}, "logits": {2: "height", 3: "width"}})
+    export_onnx(model, path)
     plan = compile(import_onnx(path), device="cpu")
     assert "1 convs over an FPN merge (upsample + 1x1 conv) run in row bands" in plan.notes, plan.notes
     assert "1 sums of branches start from a full-size branch, computed first" in plan.notes, plan.notes

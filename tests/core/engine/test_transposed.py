@@ -2,7 +2,6 @@
 up-conv read band by band (never whole), its zero pads gone and its BatchNorm folded."""
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import pytest
@@ -51,13 +50,8 @@ def classic_unet(tmp_path_factory: pytest.TempPathFactory) -> tuple[nn.Module, d
     TorchScript exporter (`.onnx`: the pads computed from Shape ops, reordered through a 2-D reshape)."""
     model = nets.made("classic_unet")
     folder = tmp_path_factory.mktemp("classic_unet")
-    onnx_path = folder / "classic_unet.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.rand(1, 3, 64, 96),), str(onnx_path), opset_version=17, dynamo=False,
-                          input_names=["image"], output_names=["logits"],
-                          dynamic_axes={"image": {2: "height", 3: "width"}, "logits": {2: "height", 3: "width"}})
-    return model, {"pt2": nets.export_pt2(model, folder / "classic_unet.pt2"), "onnx": onnx_path}
+    return model, {"pt2": nets.export_pt2(model, folder / "classic_unet.pt2"),
+                   "onnx": nets.export_onnx(model, folder / "classic_unet.onnx")}
 
 
 @pytest.mark.parametrize("kind", ["pt2", "onnx"])
