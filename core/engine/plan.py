@@ -2,7 +2,6 @@
 and keeps exact accounting of the bytes it holds."""
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from .frontends.ir import OutsideCapturedSizes
 from .head import LabelsHead, labels_from_logits
 from .layout import CHANNELS_LAST, as_channels_last
 from .liveness import in_place_operands, values_dying_after, write_in_place
+from .shapes import meta_copy
 
 OUTPUTS = ("labels", "logits")
 StepCallback = Callable[[str, int], None]  # (step name, live bytes after it)
@@ -122,7 +122,7 @@ class Plan:
         if key in self._peak_estimates:  # jobs ask once per image or frame: same shapes, same answer
             return self._peak_estimates[key]
         if self._meta_plan is None:
-            meta_module = copy.deepcopy(self.graph_module).to("meta")
+            meta_module = meta_copy(self.graph_module)
             self._meta_plan = Plan(meta_module, None, device=torch.device("meta"), dtype=self.dtype,
                                    notes=[], fallbacks=[])
         self._meta_plan.run(torch.empty(tuple(input_shape), device="meta"), output=output)

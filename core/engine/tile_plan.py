@@ -6,7 +6,6 @@ sides at most where a square tile inside the image has one on all four.
 """
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -18,6 +17,7 @@ from torch import fx, nn
 
 from ..memory import format_bytes
 from .graph_lock import symbolic_trace
+from .shapes import meta_copy
 
 Box = tuple[int, int, int, int]  # (top, bottom, left, right): rows [top, bottom), columns [left, right)
 TileBytes = Callable[[int, int], int]  # (tile rows, tile columns) -> predicted peak bytes for one tile
@@ -242,7 +242,7 @@ def eager_peak_estimator(model: nn.Module, in_channels: int, probe_px: int = 128
 
 
 def _replay_peak(graph_module: fx.GraphModule, input_shape: tuple[int, ...]) -> int:
-    meta = copy.deepcopy(graph_module).to("meta")
+    meta = meta_copy(graph_module)
     nodes = list(meta.graph.nodes)
     last_use = {value: node for node in nodes for value in node.all_input_nodes}
     env: dict[fx.Node, Any] = {}
