@@ -15,7 +15,8 @@ from .band_pool import EDGE_BANDS, row_bands, run_bands
 from .capture import module_of, single_user
 from .fuse import ConvAct
 from .layout import CHANNELS_LAST
-from .virtual import Part, upsampled_rows, virtual_rows, virtual_size
+from .row_resize import upsampled_rows
+from .virtual import Part, virtual_rows, virtual_size
 
 DEFAULT_BAND_BYTES = 2 * 2**20  # expanded rows per band: small enough to stay in cache
 # ... but at least this many output rows: each band re-expands the k - 1 input rows it shares with its

@@ -10,7 +10,8 @@ from ..model.padding import crop_like
 from .band_pool import row_bands, run_bands
 from .capture import module_of
 from .fuse import ConvAct
-from .virtual import source_rows, upsample_part
+from .row_resize import source_rows
+from .virtual import upsample_part
 
 DEFAULT_BAND_BYTES = 4 * 2**20  # temporaries per band: upsampled rows + their logits
 

@@ -19,9 +19,10 @@ from torch import Tensor, fx, nn
 from .band_pool import row_bands
 from .bands import BandedInvertedResidual, _is_pointwise
 from .capture import module_of
-from .chain import DEFAULT_BAND_BYTES, Resize, resize_of
+from .chain import DEFAULT_BAND_BYTES, resize_of
 from .fuse import ConvAct
 from .layout import CHANNELS_LAST
+from .row_resize import Resize
 from .virtual import upsample_part
 
 _ADDS = (operator.add, torch.add)

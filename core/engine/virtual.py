@@ -3,7 +3,6 @@ concatenation (or the upsampled tensor, or the conv's output) ever existing whol
 the rows it reads."""
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -15,6 +14,7 @@ from torch import Tensor, fx, nn
 from .capture import module_of
 from .fuse import ConvAct
 from .layout import CHANNELS_LAST
+from .row_resize import upsampled_rows
 from .transposed import TransposedConvAct
 
 UPSAMPLE_MODES = ("nearest", "bilinear")
@@ -32,53 +32,6 @@ class Part:
     mode: str = "nearest"  # nearest | bilinear
     producer: int | None = None
     align_corners: bool = False  # bilinear only (as many hand-written U-Nets' nn.Upsample asks)
-
-
-def source_rows(top: int, bottom: int, scale: int, mode: str, source_height: int,
-                align_corners: bool = False) -> tuple[int, int]:
-    """Source rows [first, last) whose upsampling reproduces output rows [top, bottom) exactly."""
-    if mode == "nearest":
-        return top // scale, (bottom - 1) // scale + 1
-    if align_corners:  # output row y reads source rows floor(y * ratio) and the one after it
-        ratio = _aligned_ratio(source_height, scale)
-        return math.floor(top * ratio), min(source_height, math.floor((bottom - 1) * ratio) + 2)
-    first = max(0, math.floor((top + 0.5) / scale - 0.5))
-    last = min(source_height, math.floor((bottom - 0.5) / scale - 0.5) + 2)
-    return first, last
-
-
-def _aligned_ratio(source_height: int, scale: int) -> float:
-    out_height = source_height * scale
-    return (source_height - 1) / (out_height - 1) if out_height > 1 else 0.0
-
-
-def upsampled_rows(source: Tensor, top: int, bottom: int, scale: int, mode: str, align_corners: bool = False) -> Tensor:
-    """Rows [top, bottom) of F.interpolate(source, scale_factor=scale, mode), from a band of `source`."""
-    if align_corners:
-        return _aligned_rows(source, top, bottom, scale)
-    first, last = source_rows(top, bottom, scale, mode, source.shape[2])
-    band = source[:, :, first:last]
-    if mode == "bilinear":
-        up = F.interpolate(band, scale_factor=float(scale), mode="bilinear", align_corners=False)
-    else:
-        up = F.interpolate(band, scale_factor=float(scale), mode="nearest")
-    offset = top - first * scale
-    return up[:, :, offset:offset + bottom - top]
-
-
-def _aligned_rows(source: Tensor, top: int, bottom: int, scale: int) -> Tensor:
-    """Rows [top, bottom) of a bilinear align_corners=True upsampling: the two source rows under each
-    output row blended (as ATen weighs them), then the width upsampled alone."""
-    height, width = source.shape[2], source.shape[3]
-    if source.is_meta:
-        return source.new_empty((source.shape[0], source.shape[1], bottom - top, width * scale))
-    ratio = _aligned_ratio(height, scale)
-    upper = [min(math.floor(y * ratio), height - 1) for y in range(top, bottom)]
-    lower = [min(y0 + 1, height - 1) for y0 in upper]
-    weight = torch.tensor([y * ratio - y0 for y, y0 in zip(range(top, bottom), upper)], dtype=source.dtype,
-                          device=source.device).view(1, 1, -1, 1)
-    rows = torch.lerp(source[:, :, upper], source[:, :, lower], weight).contiguous(memory_format=CHANNELS_LAST)
-    return F.interpolate(rows, size=(bottom - top, width * scale), mode="bilinear", align_corners=True)
 
 
 def virtual_size(tensors: tuple[Tensor, ...], parts: tuple[Part, ...],

@@ -9,10 +9,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from leanseg.core.engine import compile
-from leanseg.core.engine.chain import BandedChain, Resize
+from leanseg.core.engine.chain import BandedChain
 from leanseg.core.engine.frontends.ir import dim_size
 from leanseg.core.engine.fuse import ConvAct
 from leanseg.core.engine.plan import Plan
+from leanseg.core.engine.row_resize import Resize
 from leanseg.core.model.padding import crop_like, pad_to_multiple
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
