@@ -62,10 +62,11 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
     except CaptureError as err:
         eager = copy.deepcopy(model).eval().to(device, dtype)  # the caller's model stays as it is
         return Plan(None, eager, device=device, dtype=dtype, notes=[str(err)], fallbacks=["<whole model>"])
+    channels = input_channels(graph_module)
     notes = [
         f"removed {remove_no_ops(graph_module)} identity/dropout nodes",
-        f"removed {fold_size_arithmetic(graph_module, input_channels(graph_module))} pads that are zero at every size",
-        f"{sizes_to_scales(graph_module, input_channels(graph_module))} resizes to another tensor's size are "
+        f"removed {fold_size_arithmetic(graph_module, channels)} pads that are zero at every size",
+        f"{sizes_to_scales(graph_module, channels)} resizes to another tensor's size are "
         "integer scales",
         f"folded {fold_batchnorm(graph_module)} BatchNorm layers into convolutions",
         f"fused {fuse_conv_activation(graph_module)} conv + activation pairs",

@@ -139,10 +139,10 @@ def _channel_cat_inputs(node: fx.Node) -> list[fx.Node] | None:
     return flat
 
 
-def concat_parts(node: fx.Node, graph_module: fx.GraphModule | None = None
+def concat_parts(node: fx.Node, graph_module: fx.GraphModule
                  ) -> tuple[list[fx.Node], tuple[Part, ...], list[Producer]] | None:
     """For torch.cat([...], dim=1) read only by one node: its inputs, each with its upsampling folded in,
-    and (given the graph module) each transposed conv read by the cat alone as a producer part."""
+    and each transposed conv read by the cat alone as a producer part."""
     inputs = _channel_cat_inputs(node)
     if inputs is None or len(node.users) != 1:
         return None
@@ -152,7 +152,7 @@ def concat_parts(node: fx.Node, graph_module: fx.GraphModule | None = None
     for item in inputs:
         assert isinstance(item, fx.Node)
         part = upsample_part(item, align_corners_ok=True) if len(item.users) == 1 else None
-        producer = module_of(graph_module, item) if graph_module is not None and len(item.users) == 1 else None
+        producer = module_of(graph_module, item) if len(item.users) == 1 else None
         if isinstance(producer, TransposedConvAct) and isinstance(item.args[0], fx.Node) and len(item.args) == 1:
             sources.append(item.args[0])
             parts.append(Part(producer=len(producers)))
