@@ -23,6 +23,7 @@ from .bands import BandedInvertedResidual
 from .capture import module_of
 from .fuse import ConvAct
 from .head import labels_dtype
+from .resize_labels import resized_labels
 from .row_resize import Resize
 from .virtual import Part, conv_output_size, virtual_rows, virtual_size
 
@@ -92,12 +93,17 @@ class BandedChain(nn.Module):
         rows = max(1, min(height, max(self.min_rows, int(self.band_bytes // max(1.0, row_bytes)))))
 
         def run_band(top: int, bottom: int) -> int:
-            band, held = self._band(tensors, shapes, top, bottom)
+            band, held = self._band(tensors, shapes, top, bottom, out.dtype if labels else None)
             band = band[..., :width]
-            argmax_bytes = band[:, 0].numel() * 8 if labels else 0  # argmax's int64 indices
-            if not band.is_meta and labels:
+            gave_labels = labels and band.dim() == 3  # the last resize gave labels (resize_labels)
+            argmax_bytes = band[:, 0].numel() * 8 if labels and not gave_labels else 0  # argmax's int64 indices
+            if band.is_meta:
+                pass
+            elif gave_labels:
+                out[:, top:bottom] = band
+            elif labels:
                 out[:, top:bottom] = band.argmax(1)
-            elif not band.is_meta:
+            else:
                 out[:, :, top:bottom] = band
             return held + argmax_bytes
 
@@ -105,8 +111,9 @@ class BandedChain(nn.Module):
         return out
 
     def _band(self, tensors: tuple[Tensor, ...], shapes: list[tuple[int, int, int]], top: int,
-              bottom: int) -> tuple[Tensor, int]:
-        """Rows [top, bottom) of the last stage's output, and the bytes of the band tensors made."""
+              bottom: int, labels: torch.dtype | None = None) -> tuple[Tensor, int]:
+        """Rows [top, bottom) of the last stage's output, and the bytes of the band tensors made. With a
+        `labels` dtype and a resize last, that resize gives the rows' labels (1, rows, W) instead."""
         count = len(self.stages)
         out_rows: list[tuple[int, int]] = [(0, 0)] * count  # rows each stage computes (inside its output)
         in_rows: list[tuple[int, int]] = [(0, 0)] * count  # rows each stage reads (may reach into padding)
@@ -147,6 +154,9 @@ class BandedChain(nn.Module):
                 peak = max(peak, current + made)
             elif isinstance(stage, Resize):
                 out_h, out_w = shapes[index + 1][1], shapes[index + 1][2]
+                if labels is not None and index == count - 1:
+                    x, made = resized_labels(stage, x, offset, range(*out_rows[index]), in_h, out_h, out_w, labels)
+                    return x, max(peak, current + made)
                 x = stage.rows(x, offset, range(*out_rows[index]), in_h, out_h, out_w)
             else:
                 x = stage(x)

@@ -50,18 +50,21 @@ class Resize(nn.Module):
         assert self.scale is not None
         return math.floor(height * self.scale[0]), math.floor(width * self.scale[1])
 
-    def source_coordinates(self, rows: range, in_h: int, out_h: int) -> tuple[list[int], list[int], list[float]]:
-        """For output rows: first source row, second source row, weight of the second (PyTorch's rules)."""
+    def source_coordinates(self, rows: range, in_h: int, out_h: int,
+                           axis: int = 0) -> tuple[list[int], list[int], list[float]]:
+        """For output rows (columns with axis=1): first source row, second source row, weight of the second
+        (PyTorch's rules)."""
         if out_h == in_h:  # ATen copies a dimension whose size does not change, whatever the scale says
             return list(rows), list(rows), [0.0] * len(rows)
+        scale = self.scale[axis] if self.scale is not None else None
         if self.align_corners:
             ratio = (in_h - 1) / (out_h - 1) if out_h > 1 else 0.0
         else:
-            ratio = 1.0 / self.scale[0] if self.scale is not None else in_h / out_h
+            ratio = 1.0 / scale if scale is not None else in_h / out_h
         first, second, weight = [], [], []
         for y in rows:
             if self.mode == "nearest":
-                index = _nearest_row(y, in_h, out_h, self.scale[0] if self.scale is not None else None)
+                index = _nearest_row(y, in_h, out_h, scale)
                 first.append(index)
                 second.append(index)
                 weight.append(0.0)
