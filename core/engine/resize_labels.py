@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
