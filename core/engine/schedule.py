@@ -21,7 +21,7 @@ from torch import fx
 
 from .chain import resize_of
 from .frontends.ir import dim_size
-from .shapes import input_channels, size_multiple, value_shapes
+from .shapes import input_channels, size_minimum, size_multiple, value_shapes
 
 _SUMS = (operator.add, torch.add)
 
@@ -117,7 +117,8 @@ def _erase_chain(graph: fx.Graph, root: fx.Node) -> None:
 
 def _sample_shapes(graph_module: fx.GraphModule) -> dict[str, tuple[int, ...]]:
     multiple = size_multiple(graph_module) or 32
-    return value_shapes(graph_module, (1, input_channels(graph_module), 4 * multiple, 5 * multiple))
+    growth = max(1, -(-size_minimum(graph_module) // (4 * multiple)))  # both sides at least the graph's minimum
+    return value_shapes(graph_module, (1, input_channels(graph_module), 4 * multiple * growth, 5 * multiple * growth))
 
 
 def _exclusive_ancestors(node: fx.Node) -> set[fx.Node]:

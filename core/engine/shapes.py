@@ -74,6 +74,21 @@ def size_multiple(graph_module: fx.GraphModule) -> int | None:
     return None
 
 
+def sample_sizes(graph_module: fx.GraphModule, multiple: int) -> list[tuple[int, int]]:
+    """Two input sizes (height, width), multiples of `multiple`, for facts that must hold at every size: the
+    SAMPLE_MULTIPLES, grown (x2, x3, ...) until their sides reach the graph's minimum size, if it pads to one.
+    Below it both would be padded to the same side, and the second size would prove nothing."""
+    smallest = min(min(pair) for pair in SAMPLE_MULTIPLES) * multiple
+    growth = max(1, -(-size_minimum(graph_module) // smallest))
+    return [(rows * multiple * growth, cols * multiple * growth) for rows, cols in SAMPLE_MULTIPLES]
+
+
+def size_minimum(graph_module: fx.GraphModule) -> int:
+    """The smallest side the graph pads its input up to (pad_to_multiple's minimum), else 0."""
+    return next((int(n.args[2]) for n in graph_module.graph.nodes if n.op == "call_function"
+                 and n.target is pad_to_multiple and len(n.args) > 2 and isinstance(n.args[2], int)), 0)
+
+
 def input_channels(graph_module: fx.GraphModule) -> int:
     """The channels the graph's first convolution takes (3 when none is found)."""
     for module in graph_module.modules():
@@ -92,8 +107,8 @@ def sizes_to_scales(graph_module: fx.GraphModule, in_channels: int) -> int:
     if multiple is None or not resizes:
         return 0
     try:
-        runs = [value_shapes(graph_module, (1, in_channels, rows * multiple, cols * multiple))
-                for rows, cols in SAMPLE_MULTIPLES]
+        runs = [value_shapes(graph_module, (1, in_channels, height, width))
+                for height, width in sample_sizes(graph_module, multiple)]
     except Exception:  # a graph meta tensors cannot run: leave it as it is
         return 0
     changed = 0

@@ -19,7 +19,7 @@ from typing import Any
 import torch.nn.functional as F
 from torch import fx
 
-from .shapes import SAMPLE_MULTIPLES, size_multiple, value_ints
+from .shapes import sample_sizes, size_multiple, value_ints
 
 _ARITHMETIC = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg}
 
@@ -83,8 +83,8 @@ def _pads_zero_at_sample_sizes(graph_module: fx.GraphModule, in_channels: int) -
     if not pads or multiple is None:
         return set()
     try:
-        runs = [value_ints(graph_module, (1, in_channels, rows * multiple, cols * multiple))
-                for rows, cols in SAMPLE_MULTIPLES]
+        runs = [value_ints(graph_module, (1, in_channels, height, width))
+                for height, width in sample_sizes(graph_module, multiple)]
     except Exception:  # a graph meta tensors cannot run: leave its pads as they are
         return set()
 

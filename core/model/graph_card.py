@@ -16,6 +16,9 @@ from .checkpoint import CheckpointError, LoadedModel, ModelInfo
 from .graph_model import GraphModel, GraphModelConfig
 
 _PROBE_MULTIPLES = (1, 2, 4, 8, 16, 32, 64, 128)
+# A net whose pooling pyramid needs more than (3, 5) x its multiple (smp's PAN pools its 1/32 map three more
+# times) is probed again at twice and four times that size; the size it ran at becomes its minimum.
+_PROBE_GROWTH = (1, 2, 4)
 
 
 def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | None, kind: str) -> LoadedModel:
@@ -27,14 +30,15 @@ def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | Non
     channels = channels or card.channels
     if channels != card.channels:
         card = replace(card, channels=channels, mean=(0.5,) * channels, std=(0.25,) * channels)
-    multiple, classes = _probe(net, channels, card.size_multiple, where)
+    multiple, classes, min_size = _probe(net, channels, card.size_multiple, where)
     if classes > 255:
         raise CheckpointError(f"{where}: the graph outputs {classes} classes; labels are 8-bit, at most 255")
     if card.classes and len(card.classes) != classes:
         raise CheckpointError(f"{where}: the card lists {len(card.classes)} classes, the graph outputs {classes}")
     card = replace(card, size_multiple=multiple)
-    config = GraphModelConfig(num_classes=classes, in_channels=channels, size_multiple=multiple, source_format=kind)
-    model = GraphModel(net, size_multiple=multiple, bgr=card.channel_order == "BGR",
+    config = GraphModelConfig(num_classes=classes, in_channels=channels, size_multiple=multiple, min_size=min_size,
+                              source_format=kind)
+    model = GraphModel(net, size_multiple=multiple, min_size=min_size, bgr=card.channel_order == "BGR",
                        probabilities=card.output_kind == "probabilities").eval()
     info = ModelInfo(
         config=config,  # type: ignore[arg-type]
@@ -60,26 +64,31 @@ def _input_channels(net: fx.GraphModule) -> int | None:
     return None
 
 
-def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tuple[int, int]:
-    """(size multiple, classes): run the graph on small inputs; the card's multiple is checked, not trusted."""
+def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tuple[int, int, int]:
+    """(size multiple, classes, minimum size or 0): run the graph on small inputs; the card's multiple is
+    checked, not trusted."""
     stride = _total_stride(net, channels)
     # Without a card, the net's total stride comes first: a U-Net that upsamples to its skips' sizes runs at
     # any size, but only sizes that divide by its stride keep every level aligned (and its resizes integer).
     candidates = (multiple,) if multiple else tuple(dict.fromkeys([*([stride] if stride else []),
                                                                    *_PROBE_MULTIPLES]))
     last_error = ""
-    for m in candidates:
+    # Every multiple at the smallest size first: a multiple a net runs at any size beats a minimum size.
+    for m, growth in [(m, 1) for m in candidates] + [(candidates[0], g) for g in _PROBE_GROWTH[1:]]:
+        size = growth * m
         try:
-            shapes = [_output_shape(net, channels, rows * m, cols * m) for rows, cols in ((3, 5), (5, 3))]
+            shapes = [_output_shape(net, channels, rows * size, cols * size) for rows, cols in ((3, 5), (5, 3))]
         except (RuntimeError, ValueError, IndexError, TypeError) as err:
             last_error = str(err).splitlines()[0] if str(err) else type(err).__name__
             continue
         (k1, *rest1), (k2, *rest2) = shapes
-        sizes_ok = rest1 == [3 * m, 5 * m] and rest2 == [5 * m, 3 * m]
+        sizes_ok = rest1 == [3 * size, 5 * size] and rest2 == [5 * size, 3 * size]
         if k1 == k2 and sizes_ok:
-            return m, k1
+            return m, k1, 3 * size if growth > 1 else 0
         last_error = f"output {shapes} does not keep the input's height and width"
-    tried = f"size multiple {multiple} (from the card)" if multiple else f"size multiples {list(_PROBE_MULTIPLES)}"
+    largest = 5 * _PROBE_GROWTH[-1] * candidates[0]
+    tried = (f"size multiple {multiple} (from the card)" if multiple else f"size multiples {list(_PROBE_MULTIPLES)}") \
+        + f", inputs up to {largest} px a side"
     raise CheckpointError(f"{where}: the graph does not run as a segmentation net (1, C, H, W) -> (1, K, H, W) "
                           f"at {tried}: {last_error[:200]}")
 

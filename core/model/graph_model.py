@@ -19,6 +19,7 @@ class GraphModelConfig:
     num_classes: int  # from the graph's output, never from the card alone
     in_channels: int = 3  # from the first convolution's weights
     size_multiple: int = 32  # height and width are padded to a multiple of this
+    min_size: int = 0  # ... and up to this, where the net's pooling needs more than one multiple (0: no minimum)
     source_format: str = "pt2"  # pt2 | onnx: where the graph came from
 
     def __post_init__(self) -> None:
@@ -31,20 +32,26 @@ class GraphModelConfig:
 class GraphModel(nn.Module):
     """(1, C, H, W) -> (1, K, H, W) logits for any H, W: pad to `size_multiple`, run the graph, crop."""
 
-    def __init__(self, net: fx.GraphModule, size_multiple: int = 32, *, bgr: bool = False,
+    def __init__(self, net: fx.GraphModule, size_multiple: int = 32, *, min_size: int = 0, bgr: bool = False,
                  probabilities: bool = False) -> None:
         super().__init__()
         if size_multiple < 1:
             raise ValueError(f"size_multiple must be >= 1, got {size_multiple}")
+        if min_size < 0 or min_size % size_multiple:
+            raise ValueError(f"min_size must be 0 or a multiple of size_multiple ({size_multiple}), got {min_size}")
         self.net = _leaves_for_any_tracer(net)
         self.size_multiple = size_multiple
+        self.min_size = min_size
         self.bgr = bgr  # the net expects BGR channel order
         self.probabilities = probabilities  # the net ends in a softmax: return log-probabilities as logits
 
     def forward(self, x: Tensor) -> Tensor:
         if self.bgr:
             x = x.flip(1)  # (1, 3, H, W) RGB -> BGR
-        padded = padding.pad_to_multiple(x, self.size_multiple)  # (1, C, H', W'), H' and W' multiples
+        if self.min_size:  # (1, C, H', W'), H' and W' multiples, and at least min_size
+            padded = padding.pad_to_multiple(x, self.size_multiple, self.min_size)
+        else:
+            padded = padding.pad_to_multiple(x, self.size_multiple)
         y = padding.crop_like(self.net(padded), x)  # (1, K, H, W)
         if self.probabilities:
             y = torch.log(y.clamp_min(1e-12))  # argmax unchanged; softmax of it gives the probabilities back

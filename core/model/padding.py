@@ -10,11 +10,12 @@ from torch import Tensor
 
 
 @torch.fx.wrap
-def pad_to_multiple(x: Tensor, multiple: int) -> Tensor:
-    """Zero-pad (B, C, H, W) at the bottom and right so H and W divide by `multiple`."""
+def pad_to_multiple(x: Tensor, multiple: int, minimum: int = 0) -> Tensor:
+    """Zero-pad (B, C, H, W) at the bottom and right so H and W divide by `multiple` and are at least
+    `minimum` (a multiple of `multiple`: the smallest size some nets' pooling pyramids run at)."""
     height, width = x.shape[-2], x.shape[-1]
-    pad_h = (-height) % multiple
-    pad_w = (-width) % multiple
+    pad_h = max((-height) % multiple, minimum - height)
+    pad_w = max((-width) % multiple, minimum - width)
     if pad_h == 0 and pad_w == 0:
         return x
     return F.pad(x, (0, pad_w, 0, pad_h))

@@ -109,7 +109,9 @@ def describe(loaded: LoadedModel) -> str:
     tail = f", card: {card}" if card and card != "defaults" else (", no card: default names, palette, ImageNet "
                                                                     "mean/std, RGB" if card else "")
     multiple = getattr(info.config, "size_multiple", 32)
-    return f"{name} ({fmt}, {info.config.num_classes} classes, size multiple {multiple}{tail})"
+    minimum = getattr(info.config, "min_size", 0)
+    padded = f", padded to at least {minimum} px a side" if minimum else ""
+    return f"{name} ({fmt}, {info.config.num_classes} classes, size multiple {multiple}{padded}{tail})"
 
 
 def is_zip(path: Path) -> bool:
