@@ -6,7 +6,9 @@ the output pixel has that class too: v_c >= v_j at every corner holds for any we
 Nearest resizing copies one source pixel, class and all. So a labels-out tail that ends in a resize
 (LR-ASPP, FPN, DeepLab, PSPNet, PAN: logits at 1/4 to 1/8 of the input, upsampled to it) takes the argmax at
 the source resolution, and resizes and takes the argmax only for the column tiles that straddle a class
-boundary, as the whole map would have computed them.
+boundary, as the whole map would have computed them. That needs the source coordinates PyTorch computes in
+float32, which this module reproduces exactly for nearest resizes and bilinear ones by a power of two
+(2, 4, 8, ...); other bilinear resizes are done whole, band by band, as before.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from .row_resize import Resize, source_rows
 
 TILE_COLUMNS = 32  # output columns decided together: a tile with any undecided pixel is resized and argmaxed
 # A corner's top class must lead the runner-up by this fraction of the band's largest |logit|: float32
-# rounding in the resize (a few units in the last place, 2^-24 relative) then cannot reorder the classes.
+# rounding in the resize (a few units in the last place, 2^-24 relative) then cannot reorder the classes
+# (bf16 and fp16 bands take 8 units of their own last place instead).
 MARGIN = 2.0**-12
 
 
@@ -30,25 +33,41 @@ def resized_labels(resize: Resize, band: Tensor, offset: int, out_rows: range, i
                    out_w: int, dtype: torch.dtype) -> tuple[Tensor, int]:
     """(1, K, r, w) source rows offset.. -> (1, len(out_rows), out_w) labels, equal to
     resize(band).argmax(1) for those rows; and the bytes of the temporaries made for them (on meta tensors,
-    an estimate: a bilinear band counted as if every tile straddled a class boundary)."""
-    labels_bytes = len(out_rows) * out_w * dtype.itemsize + band[0, 0].numel() * 8 * 2  # + low-res argmaxes
+    the most a band can make: a bilinear band counted as if every tile straddled a class boundary)."""
+    rows, (classes, height, width) = len(out_rows), band.shape[1:]
+    scale = _power_of_two_scale(resize)
+    if resize.mode == "bilinear" and scale is None:
+        # At other scales ATen's float32 coordinates may read a row or column next to the one computed here:
+        # resize the band's whole rows, as the chain did before, and take their argmax.
+        logits = resize.rows(band, offset, out_rows, in_h, out_h, out_w)
+        made = logits.untyped_storage().nbytes() + rows * out_w * 8
+        labels = logits.new_empty((1, rows, out_w), dtype=dtype) if band.is_meta else logits.argmax(1).to(dtype)
+        return labels, made
+    # labels out, the source's argmax, three (R, w) index maps; bilinear: its two highest logits per pixel
+    made = rows * out_w * dtype.itemsize + height * width * 8 + 3 * rows * width * 8
+    if resize.mode == "bilinear":
+        made += 2 * height * width * band.element_size()
     if band.is_meta:
-        resized = band.shape[1] * len(out_rows) * out_w * band.element_size() + len(out_rows) * out_w * 8
-        made = labels_bytes + (resized if resize.mode != "nearest" else 0)
-        return band.new_empty((1, len(out_rows), out_w), dtype=dtype), made
+        if scale is not None:  # every tile undecided: one run as wide as the band, resized from its crop
+            first = source_rows(out_rows.start, out_rows.stop, scale, "bilinear", in_h)[0]
+            made += classes * (height - (first - offset)) * scale * width * scale * band.element_size()
+            made += rows * out_w * 8
+        return band.new_empty((1, rows, out_w), dtype=dtype), made
     rows_a, rows_b, _ = resize.source_coordinates(out_rows, in_h, out_h)
-    columns = _columns(resize, band.shape[3], out_w)
+    columns = _columns(resize, width, out_w)
     first_row = torch.tensor([r - offset for r in rows_a], device=band.device)
     second_row = torch.tensor([r - offset for r in rows_b], device=band.device)
-    if band.shape[1] == 1:
-        return torch.zeros((1, len(out_rows), out_w), dtype=dtype, device=band.device), labels_bytes
+    if classes == 1:
+        return torch.zeros((1, rows, out_w), dtype=dtype, device=band.device), made
     label = band[0].argmax(0)  # (r, w): each source pixel's class (the first of tied ones, as argmax takes)
     label_a = label.index_select(0, first_row)  # (R, w): the class at each output row's first source row
     out = _take_columns(label_a.to(dtype), columns).unsqueeze(0)  # (1, R, W): right wherever decided
     if resize.mode == "nearest":
-        return out, labels_bytes
+        return out, made
     top2 = band[0].topk(2, dim=0).values  # (2, r, w): each source pixel's two highest logits
-    clear = top2[0] - top2[1] > MARGIN * float(band.abs().amax())
+    largest = max(float(band.amax()), -float(band.amin()))
+    margin = max(MARGIN, 8 * torch.finfo(band.dtype).eps) * largest
+    clear = top2[0] - top2[1] > margin
     rows_agree = (label_a == label.index_select(0, second_row)) & clear.index_select(0, first_row) \
         & clear.index_select(0, second_row)  # (R, w): both source rows under an output row agree, clearly
     # A cell (source columns j, j + 1; j alone at the right edge) is decided where both its columns agree.
@@ -56,22 +75,19 @@ def resized_labels(resize: Resize, band: Tensor, offset: int, out_rows: range, i
     right_agree = torch.cat([rows_agree[:, 1:], rows_agree[:, -1:]], dim=1)
     undecided = ~(rows_agree & right_agree & (label_a == right)).all(0)  # (w,): a cell column not decided
     runs = columns.undecided_runs(undecided.cpu().numpy())
-    resolved_bytes = _resolve(resize, band, offset, out_rows, in_h, out_h, out_w, runs, out) if runs else 0
-    return out, labels_bytes + resolved_bytes
+    if runs:
+        assert scale is not None
+        made += _resolve(band, offset, out_rows, in_h, scale, runs, out)
+    return out, made
 
 
-def _resolve(resize: Resize, band: Tensor, offset: int, out_rows: range, in_h: int, out_h: int, out_w: int,
-             runs: list[tuple[int, int]], out: Tensor) -> int:
-    """Write resize(band).argmax(1) into out's columns [x0, x1) of each run; returns the most bytes of
-    resized logits (and their argmax) held at once."""
-    scale = _power_of_two_scale(resize)
-    if scale is None:  # only whole rows reproduce ATen's arithmetic: resize the band's rows, argmax the runs
-        logits = resize.rows(band, offset, out_rows, in_h, out_h, out_w)
-        for x0, x1 in runs:
-            out[:, :, x0:x1] = logits[:, :, :, x0:x1].argmax(1)
-        return logits.untyped_storage().nbytes() + len(out_rows) * max(x1 - x0 for x0, x1 in runs) * 8
-    # With a power-of-two scale every source coordinate is exact in float32, so a crop with one spare
-    # source column each side (PyTorch clamps at its edges) gives the same values as the whole map.
+def _resolve(band: Tensor, offset: int, out_rows: range, in_h: int, scale: int, runs: list[tuple[int, int]],
+             out: Tensor) -> int:
+    """Write the argmax of the bilinear x`scale` resize of `band` into out's columns [x0, x1) of each run;
+    returns the most bytes of resized logits (and their argmax) held at once.
+
+    With a power-of-two scale every source coordinate is exact in float32, so a crop with one spare source
+    column each side (PyTorch clamps at its edges) gives the same values as the whole map."""
     first = source_rows(out_rows.start, out_rows.stop, scale, "bilinear", in_h)[0]
     start = out_rows.start - first * scale
     in_w = band.shape[3]

@@ -117,7 +117,8 @@ def _erase_chain(graph: fx.Graph, root: fx.Node) -> None:
 
 def _sample_shapes(graph_module: fx.GraphModule) -> dict[str, tuple[int, ...]]:
     multiple = size_multiple(graph_module) or 32
-    growth = max(1, -(-size_minimum(graph_module) // (4 * multiple)))  # both sides at least the graph's minimum
+    min_h, min_w = size_minimum(graph_module)
+    growth = max(1, -(-min_h // (4 * multiple)), -(-min_w // (5 * multiple)))  # at least the graph's minimum
     return value_shapes(graph_module, (1, input_channels(graph_module), 4 * multiple * growth, 5 * multiple * growth))
 
 

@@ -76,17 +76,23 @@ def size_multiple(graph_module: fx.GraphModule) -> int | None:
 
 def sample_sizes(graph_module: fx.GraphModule, multiple: int) -> list[tuple[int, int]]:
     """Two input sizes (height, width), multiples of `multiple`, for facts that must hold at every size: the
-    SAMPLE_MULTIPLES, grown (x2, x3, ...) until their sides reach the graph's minimum size, if it pads to one.
-    Below it both would be padded to the same side, and the second size would prove nothing."""
-    smallest = min(min(pair) for pair in SAMPLE_MULTIPLES) * multiple
-    growth = max(1, -(-size_minimum(graph_module) // smallest))
-    return [(rows * multiple * growth, cols * multiple * growth) for rows, cols in SAMPLE_MULTIPLES]
+    SAMPLE_MULTIPLES, grown until their sides reach the graph's minimum size, if it pads to one (below it both
+    would be padded to the same side, and the second size would prove nothing). They grow by multiples of
+    32 multiples, so that every halving of the map down to 1/32 keeps their odd and even sides (scaled, an
+    odd side would become even, and a resize that holds at even sizes only would pass as a scale)."""
+    rows, cols = (min(pair[axis] for pair in SAMPLE_MULTIPLES) for axis in (0, 1))
+    min_h, min_w = size_minimum(graph_module)
+    steps = max(0, -(-(min_h // multiple - rows) // 32), -(-(min_w // multiple - cols) // 32))
+    return [((h + 32 * steps) * multiple, (w + 32 * steps) * multiple) for h, w in SAMPLE_MULTIPLES]
 
 
-def size_minimum(graph_module: fx.GraphModule) -> int:
-    """The smallest side the graph pads its input up to (pad_to_multiple's minimum), else 0."""
-    return next((int(n.args[2]) for n in graph_module.graph.nodes if n.op == "call_function"
-                 and n.target is pad_to_multiple and len(n.args) > 2 and isinstance(n.args[2], int)), 0)
+def size_minimum(graph_module: fx.GraphModule) -> tuple[int, int]:
+    """The smallest height and width the graph pads its input up to (pad_to_multiple's minimum), else 0s."""
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target is pad_to_multiple and len(node.args) > 2 \
+                and isinstance(node.args[2], (tuple, list)):
+            return int(node.args[2][0]), int(node.args[2][1])
+    return 0, 0
 
 
 def input_channels(graph_module: fx.GraphModule) -> int:

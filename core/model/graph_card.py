@@ -16,9 +16,9 @@ from .checkpoint import CheckpointError, LoadedModel, ModelInfo
 from .graph_model import GraphModel, GraphModelConfig
 
 _PROBE_MULTIPLES = (1, 2, 4, 8, 16, 32, 64, 128)
-# A net whose pooling pyramid needs more than (3, 5) x its multiple (smp's PAN pools its 1/32 map three more
-# times) is probed again at twice and four times that size; the size it ran at becomes its minimum.
-_PROBE_GROWTH = (1, 2, 4)
+# Sides (in multiples) tried as a minimum when one multiple a side is too small: smp's PAN pools its 1/32 map
+# three more times and runs from 4 multiples of 32 up.
+_MINIMUM_STEPS = (2, 3, 4, 6, 8, 12, 16)
 
 
 def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | None, kind: str) -> LoadedModel:
@@ -64,33 +64,65 @@ def _input_channels(net: fx.GraphModule) -> int | None:
     return None
 
 
-def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tuple[int, int, int]:
-    """(size multiple, classes, minimum size or 0): run the graph on small inputs; the card's multiple is
-    checked, not trusted."""
+def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tuple[int, int, tuple[int, int]]:
+    """(size multiple, classes, (minimum height, minimum width), 0 for none): run the graph on small inputs;
+    the card's multiple is checked, not trusted."""
     stride = _total_stride(net, channels)
     # Without a card, the net's total stride comes first: a U-Net that upsamples to its skips' sizes runs at
     # any size, but only sizes that divide by its stride keep every level aligned (and its resizes integer).
     candidates = (multiple,) if multiple else tuple(dict.fromkeys([*([stride] if stride else []),
                                                                    *_PROBE_MULTIPLES]))
     last_error = ""
-    # Every multiple at the smallest size first: a multiple a net runs at any size beats a minimum size.
-    for m, growth in [(m, 1) for m in candidates] + [(candidates[0], g) for g in _PROBE_GROWTH[1:]]:
-        size = growth * m
-        try:
-            shapes = [_output_shape(net, channels, rows * size, cols * size) for rows, cols in ((3, 5), (5, 3))]
-        except (RuntimeError, ValueError, IndexError, TypeError) as err:
-            last_error = str(err).splitlines()[0] if str(err) else type(err).__name__
-            continue
-        (k1, *rest1), (k2, *rest2) = shapes
-        sizes_ok = rest1 == [3 * size, 5 * size] and rest2 == [5 * size, 3 * size]
-        if k1 == k2 and sizes_ok:
-            return m, k1, 3 * size if growth > 1 else 0
-        last_error = f"output {shapes} does not keep the input's height and width"
-    largest = 5 * _PROBE_GROWTH[-1] * candidates[0]
-    tried = (f"size multiple {multiple} (from the card)" if multiple else f"size multiples {list(_PROBE_MULTIPLES)}") \
-        + f", inputs up to {largest} px a side"
+    chosen = None
+    for m in candidates:
+        classes, last_error = _runs(net, channels, [(3 * m, 5 * m), (5 * m, 3 * m)])
+        if classes is not None:
+            chosen = m
+            break
+    # The smallest input the model is ever given is one multiple a side (or its minimum): find that minimum
+    # for the chosen multiple, or for the card's or the stride's when (3, 5) multiples were too small.
+    searched = chosen if chosen is not None else candidates[0] if multiple or stride else None
+    if searched is not None:
+        minimum, classes, error = _minimum_sides(net, channels, searched)
+        if minimum is not None and classes is not None:
+            return searched, classes, minimum
+        last_error = error or last_error
+    largest = max(_MINIMUM_STEPS[-1] + 2, 5) * (searched or candidates[-1])
+    tried = f"size multiple {multiple} (from the card)" if multiple else f"size multiples {list(candidates)}"
     raise CheckpointError(f"{where}: the graph does not run as a segmentation net (1, C, H, W) -> (1, K, H, W) "
-                          f"at {tried}: {last_error[:200]}")
+                          f"at {tried}, inputs up to {largest} px a side: {last_error[:200]}")
+
+
+def _minimum_sides(net: fx.GraphModule, channels: int, m: int) -> tuple[tuple[int, int] | None, int | None, str]:
+    """((minimum height, minimum width), classes, error): (0, 0) when the graph runs at m x m. Else the
+    smallest square of k0 multiples it runs at, then each side alone lowered with the other at k0 multiples.
+    Every size above the minimum must work too, checked at (+1, +2) and (+2, +1) multiples: a net that only
+    runs at even multiples needs a larger multiple, not a minimum."""
+    classes, error = _runs(net, channels, [(m, m)])
+    if classes is not None:
+        return (0, 0), classes, ""
+    square = next((k for k in _MINIMUM_STEPS if _runs(net, channels, [(k * m, k * m)])[0] is not None), None)
+    if square is None:
+        return None, None, error
+    rows = next(k for k in range(1, square + 1) if _runs(net, channels, [(k * m, square * m)])[0] is not None)
+    cols = next(k for k in range(1, square + 1) if _runs(net, channels, [(square * m, k * m)])[0] is not None)
+    sizes = [(rows * m, cols * m), ((rows + 1) * m, (cols + 2) * m), ((rows + 2) * m, (cols + 1) * m)]
+    classes, error = _runs(net, channels, sizes)
+    if classes is None:
+        return None, None, f"runs at {square * m} px a side but not at all of {sizes}: {error}"
+    return (rows * m if rows > 1 else 0, cols * m if cols > 1 else 0), classes, ""
+
+
+def _runs(net: fx.GraphModule, channels: int, sizes: list[tuple[int, int]]) -> tuple[int | None, str]:
+    """(classes, "") when the graph maps every (height, width) in `sizes` to (1, K, height, width) with one K;
+    else (None, why not)."""
+    try:
+        shapes = [_output_shape(net, channels, height, width) for height, width in sizes]
+    except (RuntimeError, ValueError, IndexError, TypeError) as err:
+        return None, str(err).splitlines()[0] if str(err) else type(err).__name__
+    if len({shape[0] for shape in shapes}) == 1 and all(shape[1:] == list(size) for shape, size in zip(shapes, sizes)):
+        return shapes[0][0], ""
+    return None, f"output {shapes} does not keep the input's height and width"
 
 
 def _total_stride(net: fx.GraphModule, channels: int) -> int | None:

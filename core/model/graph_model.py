@@ -19,7 +19,8 @@ class GraphModelConfig:
     num_classes: int  # from the graph's output, never from the card alone
     in_channels: int = 3  # from the first convolution's weights
     size_multiple: int = 32  # height and width are padded to a multiple of this
-    min_size: int = 0  # ... and up to this, where the net's pooling needs more than one multiple (0: no minimum)
+    # ... and up to this (height, width), where the net needs more than one multiple a side (0: no minimum)
+    min_size: tuple[int, int] = (0, 0)
     source_format: str = "pt2"  # pt2 | onnx: where the graph came from
 
     def __post_init__(self) -> None:
@@ -32,23 +33,24 @@ class GraphModelConfig:
 class GraphModel(nn.Module):
     """(1, C, H, W) -> (1, K, H, W) logits for any H, W: pad to `size_multiple`, run the graph, crop."""
 
-    def __init__(self, net: fx.GraphModule, size_multiple: int = 32, *, min_size: int = 0, bgr: bool = False,
-                 probabilities: bool = False) -> None:
+    def __init__(self, net: fx.GraphModule, size_multiple: int = 32, *, min_size: tuple[int, int] = (0, 0),
+                 bgr: bool = False, probabilities: bool = False) -> None:
         super().__init__()
         if size_multiple < 1:
             raise ValueError(f"size_multiple must be >= 1, got {size_multiple}")
-        if min_size < 0 or min_size % size_multiple:
-            raise ValueError(f"min_size must be 0 or a multiple of size_multiple ({size_multiple}), got {min_size}")
+        if any(side < 0 or side % size_multiple for side in min_size):
+            raise ValueError(f"min_size (height, width) must be 0 or multiples of size_multiple ({size_multiple}), "
+                             f"got {min_size}")
         self.net = _leaves_for_any_tracer(net)
         self.size_multiple = size_multiple
-        self.min_size = min_size
+        self.min_size = (int(min_size[0]), int(min_size[1]))
         self.bgr = bgr  # the net expects BGR channel order
         self.probabilities = probabilities  # the net ends in a softmax: return log-probabilities as logits
 
     def forward(self, x: Tensor) -> Tensor:
         if self.bgr:
             x = x.flip(1)  # (1, 3, H, W) RGB -> BGR
-        if self.min_size:  # (1, C, H', W'), H' and W' multiples, and at least min_size
+        if any(self.min_size):  # (1, C, H', W'), H' and W' multiples, and at least min_size
             padded = padding.pad_to_multiple(x, self.size_multiple, self.min_size)
         else:
             padded = padding.pad_to_multiple(x, self.size_multiple)

@@ -10,12 +10,12 @@ from torch import Tensor
 
 
 @torch.fx.wrap
-def pad_to_multiple(x: Tensor, multiple: int, minimum: int = 0) -> Tensor:
+def pad_to_multiple(x: Tensor, multiple: int, minimum: tuple[int, int] = (0, 0)) -> Tensor:
     """Zero-pad (B, C, H, W) at the bottom and right so H and W divide by `multiple` and are at least
-    `minimum` (a multiple of `multiple`: the smallest size some nets' pooling pyramids run at)."""
+    `minimum` (height, width; multiples of `multiple`: the smallest size some nets' pooling pyramids run at)."""
     height, width = x.shape[-2], x.shape[-1]
-    pad_h = max((-height) % multiple, minimum - height)
-    pad_w = max((-width) % multiple, minimum - width)
+    pad_h = max((-height) % multiple, minimum[0] - height)
+    pad_w = max((-width) % multiple, minimum[1] - width)
     if pad_h == 0 and pad_w == 0:
         return x
     return F.pad(x, (0, pad_w, 0, pad_h))

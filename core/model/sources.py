@@ -109,8 +109,8 @@ def describe(loaded: LoadedModel) -> str:
     tail = f", card: {card}" if card and card != "defaults" else (", no card: default names, palette, ImageNet "
                                                                     "mean/std, RGB" if card else "")
     multiple = getattr(info.config, "size_multiple", 32)
-    minimum = getattr(info.config, "min_size", 0)
-    padded = f", padded to at least {minimum} px a side" if minimum else ""
+    min_h, min_w = getattr(info.config, "min_size", (0, 0))
+    padded = f", padded to at least {min_h or multiple} x {min_w or multiple} px" if min_h or min_w else ""
     return f"{name} ({fmt}, {info.config.num_classes} classes, size multiple {multiple}{padded}{tail})"
 
 

@@ -195,11 +195,17 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
         shutil.copy(models["pt2"], folder / "grey.pt2")
         samples.write_card(folder / "grey.pt2", input={"channels": 1, "mean": [0.5], "std": [0.25]})
         return folder / "grey.pt2", "the card says 1 input channels, the graph takes 3"
+    if kind == "card_multiple":  # TinySegNet runs at multiples of 32 only: 2 x 16 does, 3 x 16 does not
+        shutil.copy(models["pt2"], folder / "half.pt2")
+        samples.write_card(folder / "half.pt2", input={"channels": 3, "mean": list(samples.MEAN),
+                                                       "std": list(samples.STD), "size_multiple": 16})
+        return folder / "half.pt2", "at size multiple 16 (from the card)"
     raise AssertionError(kind)
 
 
 BAD_KINDS = ["truncated_pt2", "truncated_onnx", "truncated_leanseg", "truncated_safetensors", "two_inputs_onnx",
-             "two_inputs_pt2", "five_d_onnx", "not_1khw_onnx", "k256_onnx", "card_classes", "card_channels"]
+             "two_inputs_pt2", "five_d_onnx", "not_1khw_onnx", "k256_onnx", "card_classes", "card_channels",
+             "card_multiple"]
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS)

@@ -1,6 +1,7 @@
 """A net whose pooling pyramid needs more than the smallest probe (smp's PAN): loading finds the size it
 runs at, the model pads smaller images up to it, and `leanseg segment` gives eager PyTorch's labels on an
-image smaller than that minimum, from the .pt2 and the .onnx, with the engine and eagerly."""
+image smaller than that minimum and on sizes whose 1/8 map is odd, from the .pt2 and the .onnx, with the
+engine and eagerly."""
 from __future__ import annotations
 
 import warnings
@@ -23,7 +24,7 @@ from . import graph_samples as samples
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 MULTIPLE = 8  # three stride-2 convs
-MINIMUM = 48  # the pyramid pools the 1/8 map twice more: a 3 x 5 map at 1/8 pools to 0 rows
+MINIMUM = 32  # the pyramid pools the 1/8 map twice more: 4 rows at 1/8 pool to 2, then 1; 3 pool to 0
 
 
 class PyramidNet(nn.Module):
@@ -71,8 +72,10 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def test_padding_reaches_the_minimum_and_the_multiple() -> None:
     x = torch.rand(1, 3, 20, 61)
-    padded = pad_to_multiple(x, 8, 48)
+    padded = pad_to_multiple(x, 8, (48, 48))
     assert padded.shape[2:] == (48, 64)
+    assert pad_to_multiple(torch.rand(1, 3, 50, 60), 8, (48, 48)).shape[2:] == (56, 64)
+    assert pad_to_multiple(x, 8, (0, 96)).shape[2:] == (24, 96)
     assert torch.equal(padded[:, :, :20, :61], x) and padded[:, :, 20:].abs().sum() == 0
     assert pad_to_multiple(x, 8).shape[2:] == (24, 64)
 
@@ -81,16 +84,17 @@ def test_padding_reaches_the_minimum_and_the_multiple() -> None:
 def test_loading_finds_the_minimum_size(fmt: str, models: dict[str, Path]) -> None:
     loaded = load_model(models[fmt])
     assert isinstance(loaded.model, GraphModel)
-    assert loaded.model.size_multiple == MULTIPLE and loaded.model.min_size == MINIMUM
-    assert loaded.info.config.min_size == MINIMUM
-    assert f"padded to at least {MINIMUM} px a side" in describe(loaded)
+    assert loaded.model.size_multiple == MULTIPLE and loaded.model.min_size == (MINIMUM, MINIMUM)
+    assert loaded.info.config.min_size == (MINIMUM, MINIMUM)
+    assert f"padded to at least {MINIMUM} x {MINIMUM} px" in describe(loaded)
 
 
 @pytest.mark.parametrize("fmt", ["pt2", "onnx"])
 @pytest.mark.parametrize("engine", ["lean", "eager"])
-def test_an_image_under_the_minimum_segments_as_eager(fmt: str, engine: str, models: dict[str, Path],
-                                                      tmp_path: Path) -> None:
-    rgb = samples.write_image(tmp_path / "small.png", 21, 30)
+@pytest.mark.parametrize("height, width", [(21, 30), (50, 60)])  # under the minimum; odd multiples at 1/8
+def test_images_segment_as_eager(fmt: str, engine: str, height: int, width: int, models: dict[str, Path],
+                                 tmp_path: Path) -> None:
+    rgb = samples.write_image(tmp_path / "small.png", height, width)
     out = tmp_path / "out"
     assert main(["segment", str(tmp_path / "small.png"), "--model", str(models[fmt]), "--out", str(out),
                  "--device", "cpu", "--no-overlay", "--engine", engine]) == 0
@@ -100,6 +104,7 @@ def test_an_image_under_the_minimum_segments_as_eager(fmt: str, engine: str, mod
     x = torch.from_numpy(rgb).permute(2, 0, 1).float()[None] / 255.0
     x = (x - torch.tensor(samples.MEAN)[:, None, None]) / torch.tensor(samples.STD)[:, None, None]
     with torch.inference_mode():
-        expected = model(F.pad(x, (0, MINIMUM - 30, 0, MINIMUM - 21)))[0, :, :21, :30].argmax(0)
+        padded = pad_to_multiple(x, MULTIPLE, (MINIMUM, MINIMUM))
+        expected = model(padded)[0, :, :height, :width].argmax(0)
     assert len(np.unique(expected.numpy())) > 1
     np.testing.assert_array_equal(labels, expected.to(torch.uint8).numpy())
