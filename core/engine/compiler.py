@@ -37,7 +37,7 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _KNOWN_MODULES = (ConvAct, TransposedConvAct, BandedInvertedResidual, LabelsHead, BandedChain, ResidualConv,
                   GroupNormAct, UpsampleAdd, nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh,
                   nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample,
-                  nn.Hardsigmoid, nn.Sigmoid, nn.GELU, nn.GroupNorm, nn.Softmax)
+                  nn.Hardsigmoid, nn.Sigmoid, nn.GELU, nn.GroupNorm, nn.Softmax, nn.LeakyReLU)
 _KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, torch.mul, torch.cat, F.interpolate,
                     F.max_pool2d, F.avg_pool2d, F.relu, F.relu6, F.hardswish, F.silu, torch.relu, crop_like,
                     pad_to_multiple, shape_of, dim_size, check_size, F.pad, operator.sub, operator.floordiv,

@@ -5,6 +5,7 @@ import operator
 from collections.abc import Callable
 from functools import partial
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, fx, nn
@@ -30,11 +31,20 @@ def _silu(x: Tensor) -> Tensor:
     return F.silu(x, inplace=True)
 
 
-ACTIVATIONS: dict[str, Activation] = {"relu": _relu, "relu6": _relu6, "hardswish": _hardswish, "silu": _silu}
+LEAKY_SLOPE = 0.01  # PyTorch's default and nnU-Net's: the LeakyReLU fused; other slopes run as their own step
+
+
+def _leaky_relu(x: Tensor) -> Tensor:
+    return F.leaky_relu(x, LEAKY_SLOPE, inplace=True)
+
+
+ACTIVATIONS: dict[str, Activation] = {"relu": _relu, "relu6": _relu6, "hardswish": _hardswish, "silu": _silu,
+                                      "leaky_relu": _leaky_relu}
 
 
 def activation_kind(graph_module: fx.GraphModule, node: fx.Node) -> str | None:
-    """'relu' | 'relu6' | 'hardswish' | 'silu' when `node` is that activation (module or function)."""
+    """'relu' | 'relu6' | 'hardswish' | 'silu' | 'leaky_relu' (slope 0.01) when `node` is that activation
+    (module or function)."""
     module = module_of(graph_module, node)
     if isinstance(module, nn.ReLU6) or (isinstance(module, nn.Hardtanh) and (module.min_val, module.max_val) == (0, 6)):
         return "relu6"
@@ -44,6 +54,8 @@ def activation_kind(graph_module: fx.GraphModule, node: fx.Node) -> str | None:
         return "hardswish"
     if isinstance(module, nn.SiLU):
         return "silu"
+    if isinstance(module, nn.LeakyReLU) and np.float32(module.negative_slope) == np.float32(LEAKY_SLOPE):
+        return "leaky_relu"  # compared as the float32 the kernels use: ONNX stores 0.01 as float32
     if node.op == "call_function" and node.target in (F.relu, torch.relu) and len(node.args) == 1:
         return "relu"
     if node.op == "call_function" and node.target is F.relu6 and len(node.args) == 1:
@@ -67,7 +79,7 @@ if _ONEDNN_ADD_INTO is not None:
 _ONEDNN_BF16 = bool(_ONEDNN_POINTWISE is not None and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 _ONEDNN_ATTRS: dict[str | None, tuple[str, list[float]]] = {
     None: ("none", []), "relu": ("relu", []), "relu6": ("hardtanh", [0.0, 6.0]),
-    "hardswish": ("hardswish", []), "silu": ("swish", []),
+    "hardswish": ("hardswish", []), "silu": ("swish", []), "leaky_relu": ("leaky_relu", [LEAKY_SLOPE]),
 }
 
 

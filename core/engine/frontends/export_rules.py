@@ -99,6 +99,21 @@ def _group_norm(lifter: Lifter, node: fx.Node) -> fx.Node:
     return lifter.module(node, norm, x)
 
 
+def _instance_norm(lifter: Lifter, node: fx.Node) -> fx.Node:
+    """InstanceNorm with the input's statistics (nnU-Net's conv -> InstanceNorm -> LeakyReLU) is GroupNorm with a
+    group per channel; with running statistics it is left as it is (runs eagerly, and the plan says so)."""
+    x, weight, bias, running_mean, running_var, use_input_stats, _, eps = (list(node.args) + [None] * 8)[:8]
+    if not use_input_stats or running_mean is not None or running_var is not None:
+        return lifter.function(node.target, *node.args, **node.kwargs)  # type: ignore[arg-type]
+    w = lifter.tensor(weight)
+    channels = int(node.meta["val"].shape[1])
+    norm = nn.GroupNorm(channels, channels, eps=float(eps if eps is not None else 1e-5), affine=w is not None)
+    if w is not None:
+        norm.weight = nn.Parameter(w.clone(), requires_grad=False)
+        norm.bias = nn.Parameter(lifter.tensor(bias).clone(), requires_grad=False)  # type: ignore[union-attr]
+    return lifter.module(node, norm, x)
+
+
 def _activation(factory: Callable[[fx.Node], nn.Module]) -> Lift:
     return lambda lifter, node: lifter.module(node, factory(node), node.args[0])
 
@@ -224,6 +239,7 @@ RULES: dict[Any, Lift] = {
     aten.batch_norm.default: _batch_norm,
     aten._native_batch_norm_legit_no_training.default: _batch_norm,
     aten.group_norm.default: _group_norm,
+    aten.instance_norm.default: _instance_norm,
     aten.relu.default: _activation(lambda n: nn.ReLU()),
     aten.relu_.default: _activation(lambda n: nn.ReLU()),
     aten.hardtanh.default: _activation(_hardtanh),

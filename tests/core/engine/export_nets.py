@@ -283,12 +283,36 @@ class PositionAttention(nn.Module):
         return F.interpolate(self.head(y + 0.5 * out), scale_factor=4, mode="bilinear", align_corners=False)
 
 
+def conv_in_lrelu(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
+    """nnU-Net's unit: conv -> InstanceNorm (affine, the input's own statistics) -> LeakyReLU(0.01)."""
+    norm = nn.InstanceNorm2d(cout, affine=True)
+    norm.weight.data.uniform_(0.5, 1.5)
+    norm.bias.data.uniform_(-0.2, 0.2)
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1), norm, nn.LeakyReLU(0.01, inplace=True))
+
+
+class InstanceNormUNet(nn.Module):
+    """nnU-Net's 2-D plain U-Net, two levels: strided convs down, a transposed conv up, skips concatenated."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc0 = nn.Sequential(conv_in_lrelu(3, 8), conv_in_lrelu(8, 8))
+        self.enc1 = nn.Sequential(conv_in_lrelu(8, 16, stride=2), conv_in_lrelu(16, 16))
+        self.up = nn.ConvTranspose2d(16, 8, 2, 2)
+        self.dec = nn.Sequential(conv_in_lrelu(16, 8), conv_in_lrelu(8, 8))
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        skip = self.enc0(x)
+        return self.head(self.dec(torch.cat([self.up(self.enc1(skip)), skip], 1)))
+
+
 CASES: dict[str, Callable[[], nn.Module]] = {
     "se_block": SEBlock, "functional_static_padding": FunctionalStaticPadding, "shape_branch": ShapeBranch,
     "fpn_merge": FPNMerge, "aspp": ASPP, "resnet_basic": ResNetBasic, "unet": TinyUNet,
     "resnet_unet": ResNetUNet,
     "learned_upsample": LearnedUpsample, "pyramid_merge": PyramidMerge, "classic_unet": ClassicUNet,
-    "position_attention": PositionAttention,
+    "position_attention": PositionAttention, "instance_norm_unet": InstanceNormUNet,
 }
 LOWEST_COLUMNS = {"shape_branch": 3}  # widths >= 96: the branch on `width > 64` is decided for every size
 
