@@ -16,7 +16,7 @@ from .capture import module_of, single_user
 from .fuse import ConvAct
 from .layout import CHANNELS_LAST
 from .row_resize import upsampled_rows
-from .virtual import Part, virtual_rows, virtual_size
+from .virtual import Part, upsample_part, virtual_rows, virtual_size
 
 DEFAULT_BAND_BYTES = 2 * 2**20  # expanded rows per band: small enough to stay in cache
 # ... but at least this many output rows: each band re-expands the k - 1 input rows it shares with its
@@ -297,6 +297,17 @@ def split_inverted_residuals(graph_module: fx.GraphModule) -> int:
 def band_concat_convs(graph_module: fx.GraphModule) -> int:
     """Wrap each conv whose input is a concatenation (read by it alone) as a banded step, so that
     `fuse_concat_inputs` can make the concatenation virtual. Returns the number wrapped."""
+    return _band_convs_reading(graph_module, lambda source: source.op == "call_function" and source.target is torch.cat)
+
+
+def band_upsampled_convs(graph_module: fx.GraphModule) -> int:
+    """Wrap each conv whose input is an upsampled tensor (read by it alone: an `nn.Upsample -> conv` up-conv)
+    as a banded step, so that `fuse_concat_inputs(..., lone_upsample=True)` builds the upsampled rows band
+    by band. Run after the tail passes, which take such convs at the graph's end into their chain."""
+    return _band_convs_reading(graph_module, lambda source: upsample_part(source, align_corners_ok=True) is not None)
+
+
+def _band_convs_reading(graph_module: fx.GraphModule, accepts: Callable[[fx.Node], bool]) -> int:
     graph = graph_module.graph
     wrapped = 0
     for node in list(graph.nodes):
@@ -304,7 +315,7 @@ def band_concat_convs(graph_module: fx.GraphModule) -> int:
         source = node.args[0] if node.args else None
         if not isinstance(conv, ConvAct) or not isinstance(source, fx.Node) or len(node.args) != 1:
             continue
-        if source.op != "call_function" or source.target is not torch.cat or len(source.users) != 1:
+        if not accepts(source) or len(source.users) != 1:
             continue
         if conv.conv.stride[0] != conv.conv.stride[1] or not isinstance(conv.conv.padding, tuple):
             continue

@@ -9,11 +9,11 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from ..model.padding import crop_like, pad_to_multiple
-from .bands import BandedInvertedResidual, band_concat_convs, split_inverted_residuals
+from .bands import BandedInvertedResidual, band_concat_convs, band_upsampled_convs, split_inverted_residuals
 from .budget import apply_memory_budget, band_modules
 from .capture import CaptureError, capture
 from .chain import BandedChain, banded_tail
-from .fold import fold_batchnorm, remove_no_ops
+from .fold import fold_batchnorm, remove_no_ops, upsample_modules_to_calls
 from .frontends.ir import check_size, dim_size
 from .fuse import ConvAct, fuse_conv_activation
 from .groupnorm import GroupNormAct, fuse_groupnorm_activation
@@ -42,7 +42,7 @@ _KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, tor
                     F.max_pool2d, F.avg_pool2d, F.relu, F.relu6, F.hardswish, F.silu, torch.relu, crop_like,
                     pad_to_multiple, shape_of, dim_size, check_size, F.pad, operator.sub, operator.floordiv,
                     operator.truediv, torch.flatten, torch.transpose, torch.permute, torch.reshape, torch.matmul,
-                    torch.bmm, torch.softmax, torch.mean}
+                    torch.bmm, torch.softmax, torch.mean, torch.sigmoid}
 
 
 def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype = torch.float32,
@@ -65,6 +65,7 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
     channels = input_channels(graph_module)
     notes = [
         f"removed {remove_no_ops(graph_module)} identity/dropout nodes",
+        f"{upsample_modules_to_calls(graph_module)} nn.Upsample modules read as F.interpolate calls",
         f"removed {fold_size_arithmetic(graph_module, channels)} pads that are zero at every size",
         f"{sizes_to_scales(graph_module, channels)} resizes to another tensor's size are "
         "integer scales",
@@ -95,6 +96,10 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
             stages = stages or banded_tail(graph_module)
             notes.append(f"labels-out tail: {stages} stages (convs, resizes, per-pixel ops) in row bands, argmax per "
                          "band" if stages else "no labels-out head: argmax over full logits")
+    if bands:
+        wrapped = band_upsampled_convs(graph_module)
+        fuse_concat_inputs(graph_module, (BandedInvertedResidual,), lone_upsample=True)
+        notes.append(f"{wrapped} convs over an upsampled map (nn.Upsample -> conv) run in row bands")
     graph_module.to(device=device, dtype=dtype)
     notes.append(f"{to_channels_last(graph_module)} weights stored channels_last")
     for module in band_modules(graph_module):

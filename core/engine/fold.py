@@ -1,6 +1,10 @@
-"""Passes that shrink the graph: fold BatchNorm into convolutions, drop identities and dropout."""
+"""Passes that shrink the graph: fold BatchNorm into convolutions, drop identities and dropout; and one that
+evens it out: nn.Upsample modules become the F.interpolate calls the front ends make."""
 from __future__ import annotations
 
+from typing import Any
+
+import torch.nn.functional as F
 from torch import fx, nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
@@ -50,6 +54,30 @@ def remove_no_ops(graph_module: fx.GraphModule) -> int:
             removed += 1
     _finish(graph_module)
     return removed
+
+
+def upsample_modules_to_calls(graph_module: fx.GraphModule) -> int:
+    """nn.Upsample nodes (a traced nn.Module's) become the F.interpolate calls a `.pt2` or `.onnx` lifts to,
+    so the passes that build upsampled rows band by band see one form; returns how many."""
+    changed = 0
+    for node in list(graph_module.graph.nodes):
+        module = module_of(graph_module, node)
+        if not isinstance(module, nn.Upsample) or len(node.args) != 1 or node.kwargs:
+            continue
+        kwargs: dict[str, Any] = {"mode": module.mode}
+        if module.size is not None:
+            kwargs["size"] = module.size
+        else:
+            kwargs["scale_factor"] = module.scale_factor
+        if module.mode in ("linear", "bilinear", "bicubic", "trilinear"):
+            kwargs["align_corners"] = bool(module.align_corners)
+        with graph_module.graph.inserting_after(node):
+            call = graph_module.graph.call_function(F.interpolate, node.args, kwargs)
+        node.replace_all_uses_with(call)
+        graph_module.graph.erase_node(node)
+        changed += 1
+    _finish(graph_module)
+    return changed
 
 
 def _finish(graph_module: fx.GraphModule) -> None:

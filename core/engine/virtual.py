@@ -139,11 +139,14 @@ def _channel_cat_inputs(node: fx.Node) -> list[fx.Node] | None:
     return flat
 
 
-def concat_parts(node: fx.Node, graph_module: fx.GraphModule
+def concat_parts(node: fx.Node, graph_module: fx.GraphModule, lone_upsample: bool = False
                  ) -> tuple[list[fx.Node], tuple[Part, ...], list[Producer]] | None:
     """For torch.cat([...], dim=1) read only by one node: its inputs, each with its upsampling folded in,
-    and each transposed conv read by the cat alone as a producer part."""
+    and each transposed conv read by the cat alone as a producer part. With `lone_upsample`, an upsampled
+    tensor read by one node is taken as a concatenation of one part."""
     inputs = _channel_cat_inputs(node)
+    if inputs is None and lone_upsample and upsample_part(node, align_corners_ok=True) is not None:
+        inputs = [node]
     if inputs is None or len(node.users) != 1:
         return None
     sources: list[fx.Node] = []
@@ -166,8 +169,10 @@ def concat_parts(node: fx.Node, graph_module: fx.GraphModule
     return sources, tuple(parts), producers
 
 
-def fuse_concat_inputs(graph_module: fx.GraphModule, banded_types: tuple[type, ...]) -> int:
-    """Let each banded step whose input is a concatenation (of upsampled tensors) read it virtually.
+def fuse_concat_inputs(graph_module: fx.GraphModule, banded_types: tuple[type, ...],
+                       lone_upsample: bool = False) -> int:
+    """Let each banded step whose input is a concatenation (of upsampled tensors) read it virtually; with
+    `lone_upsample`, a step whose input is one upsampled tensor too.
 
     The module gets `parts`; its node's arguments become the concatenation's sources. Returns the count.
     """
@@ -177,7 +182,7 @@ def fuse_concat_inputs(graph_module: fx.GraphModule, banded_types: tuple[type, .
         if not isinstance(module, banded_types) or getattr(module, "residual", False) or len(node.args) != 1:
             continue
         cat = node.args[0]
-        found = concat_parts(cat, graph_module) if isinstance(cat, fx.Node) else None
+        found = concat_parts(cat, graph_module, lone_upsample) if isinstance(cat, fx.Node) else None
         if found is None:
             continue
         sources, parts, producers = found
