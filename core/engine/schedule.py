@@ -21,7 +21,7 @@ from torch import fx
 
 from .chain import resize_of
 from .frontends.ir import dim_size
-from .shapes import input_channels, size_minimum, size_multiple, value_shapes
+from .shapes import input_channels, sample_sizes, size_multiple, value_shapes
 
 _SUMS = (operator.add, torch.add)
 
@@ -116,10 +116,8 @@ def _erase_chain(graph: fx.Graph, root: fx.Node) -> None:
 
 
 def _sample_shapes(graph_module: fx.GraphModule) -> dict[str, tuple[int, ...]]:
-    multiple = size_multiple(graph_module) or 32
-    min_h, min_w = size_minimum(graph_module)
-    growth = max(1, -(-min_h // (4 * multiple)), -(-min_w // (5 * multiple)))  # at least the graph's minimum
-    return value_shapes(graph_module, (1, input_channels(graph_module), 4 * multiple * growth, 5 * multiple * growth))
+    height, width = sample_sizes(graph_module, size_multiple(graph_module) or 32, ((4, 5),))[0]
+    return value_shapes(graph_module, (1, input_channels(graph_module), height, width))
 
 
 def _exclusive_ancestors(node: fx.Node) -> set[fx.Node]:

@@ -74,16 +74,17 @@ def size_multiple(graph_module: fx.GraphModule) -> int | None:
     return None
 
 
-def sample_sizes(graph_module: fx.GraphModule, multiple: int) -> list[tuple[int, int]]:
-    """Two input sizes (height, width), multiples of `multiple`, for facts that must hold at every size: the
-    SAMPLE_MULTIPLES, grown until their sides reach the graph's minimum size, if it pads to one (below it both
+def sample_sizes(graph_module: fx.GraphModule, multiple: int,
+                 pairs: tuple[tuple[int, int], ...] = SAMPLE_MULTIPLES) -> list[tuple[int, int]]:
+    """Input sizes (height, width), multiples of `multiple` (`pairs` of them: two, for facts that must hold at
+    every size), grown until their sides reach the graph's minimum size, if it pads to one (below it both
     would be padded to the same side, and the second size would prove nothing). They grow by multiples of
     32 multiples, so that every halving of the map down to 1/32 keeps their odd and even sides (scaled, an
     odd side would become even, and a resize that holds at even sizes only would pass as a scale)."""
-    rows, cols = (min(pair[axis] for pair in SAMPLE_MULTIPLES) for axis in (0, 1))
+    rows, cols = (min(pair[axis] for pair in pairs) for axis in (0, 1))
     min_h, min_w = size_minimum(graph_module)
     steps = max(0, -(-(min_h // multiple - rows) // 32), -(-(min_w // multiple - cols) // 32))
-    return [((h + 32 * steps) * multiple, (w + 32 * steps) * multiple) for h, w in SAMPLE_MULTIPLES]
+    return [((h + 32 * steps) * multiple, (w + 32 * steps) * multiple) for h, w in pairs]
 
 
 def size_minimum(graph_module: fx.GraphModule) -> tuple[int, int]:

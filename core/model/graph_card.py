@@ -104,17 +104,15 @@ def _minimum_sides(net: fx.GraphModule, channels: int, m: int) -> tuple[tuple[in
     square = next((k for k in _MINIMUM_STEPS if _runs(net, channels, [(k * m, k * m)])[0] is not None), None)
     if square is None:
         return None, None, error
-    rows = next(k for k in range(1, square + 1) if _runs(net, channels, [(k * m, square * m)])[0] is not None)
-    cols = next(k for k in range(1, square + 1) if _runs(net, channels, [(square * m, k * m)])[0] is not None)
-    sizes = [(rows * m, cols * m), ((rows + 1) * m, (cols + 2) * m), ((rows + 2) * m, (cols + 1) * m)]
-    classes, error = _runs(net, channels, sizes)
-    if classes is None and rows * cols < square * square:  # the sides depend on each other (an InstanceNorm
-        rows = cols = square  # refuses a 1 x 1 map, not 1 x 2): the square, both sides
+    lowest_rows = next(k for k in range(1, square + 1) if _runs(net, channels, [(k * m, square * m)])[0] is not None)
+    lowest_cols = next(k for k in range(1, square + 1) if _runs(net, channels, [(square * m, k * m)])[0] is not None)
+    # Where the sides depend on each other (an InstanceNorm refuses a 1 x 1 map, not 1 x 2), the square.
+    for rows, cols in dict.fromkeys([(lowest_rows, lowest_cols), (square, square)]):
         sizes = [(rows * m, cols * m), ((rows + 1) * m, (cols + 2) * m), ((rows + 2) * m, (cols + 1) * m)]
         classes, error = _runs(net, channels, sizes)
-    if classes is None:
-        return None, None, f"runs at {square * m} px a side but not at all of {sizes}: {error}"
-    return (rows * m if rows > 1 else 0, cols * m if cols > 1 else 0), classes, ""
+        if classes is not None:
+            return (rows * m if rows > 1 else 0, cols * m if cols > 1 else 0), classes, ""
+    return None, None, f"runs at {square * m} px a side but not at all of {sizes}: {error}"
 
 
 def _runs(net: fx.GraphModule, channels: int, sizes: list[tuple[int, int]]) -> tuple[int | None, str]:

@@ -90,13 +90,7 @@ def _batch_norm(lifter: Lifter, node: fx.Node) -> Any:
 
 def _group_norm(lifter: Lifter, node: fx.Node) -> fx.Node:
     x, groups, weight, bias, eps = (list(node.args) + [None, None, 1e-5])[:5]
-    w = lifter.tensor(weight)
-    channels = int(w.numel()) if w is not None else int(node.meta["val"].shape[1])
-    norm = nn.GroupNorm(int(groups), channels, eps=float(eps), affine=w is not None)  # type: ignore[arg-type]
-    if w is not None:
-        norm.weight = nn.Parameter(w.clone(), requires_grad=False)
-        norm.bias = nn.Parameter(lifter.tensor(bias).clone(), requires_grad=False)  # type: ignore[union-attr]
-    return lifter.module(node, norm, x)
+    return _group_norm_module(lifter, node, x, int(groups), weight, bias, float(eps))  # type: ignore[arg-type]
 
 
 def _instance_norm(lifter: Lifter, node: fx.Node) -> fx.Node:
@@ -105,9 +99,16 @@ def _instance_norm(lifter: Lifter, node: fx.Node) -> fx.Node:
     x, weight, bias, running_mean, running_var, use_input_stats, _, eps = (list(node.args) + [None] * 8)[:8]
     if not use_input_stats or running_mean is not None or running_var is not None:
         return lifter.function(node.target, *node.args, **node.kwargs)  # type: ignore[arg-type]
+    channels = int(node.meta["val"].shape[1])
+    return _group_norm_module(lifter, node, x, channels, weight, bias, float(eps if eps is not None else 1e-5))
+
+
+def _group_norm_module(lifter: Lifter, node: fx.Node, x: Any, groups: int, weight: Any, bias: Any,
+                       eps: float) -> fx.Node:
+    """nn.GroupNorm(groups) over x, with the program's affine weights (when it has them)."""
     w = lifter.tensor(weight)
     channels = int(node.meta["val"].shape[1])
-    norm = nn.GroupNorm(channels, channels, eps=float(eps if eps is not None else 1e-5), affine=w is not None)
+    norm = nn.GroupNorm(groups, channels, eps=eps, affine=w is not None)
     if w is not None:
         norm.weight = nn.Parameter(w.clone(), requires_grad=False)
         norm.bias = nn.Parameter(lifter.tensor(bias).clone(), requires_grad=False)  # type: ignore[union-attr]
