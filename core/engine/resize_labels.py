@@ -24,16 +24,16 @@ from .row_resize import Resize, source_rows
 
 TILE_COLUMNS = 32  # output columns decided together: a tile with any undecided pixel is resized and argmaxed
 # A corner's top class must lead the runner-up by this fraction of the band's largest |logit|: float32
-# rounding in the resize (a few units in the last place, 2^-24 relative) then cannot reorder the classes
-# (bf16 and fp16 bands take 8 units of their own last place instead).
+# rounding in the resize (a few units in the last place, 2^-24 relative) then cannot reorder the classes.
 MARGIN = 2.0**-12
 
 
 def resized_labels(resize: Resize, band: Tensor, offset: int, out_rows: range, in_h: int, out_h: int,
                    out_w: int, dtype: torch.dtype) -> tuple[Tensor, int]:
     """(1, K, r, w) source rows offset.. -> (1, len(out_rows), out_w) labels, equal to
-    resize(band).argmax(1) for those rows; and the bytes of the temporaries made for them (on meta tensors,
-    the most a band can make: a bilinear band counted as if every tile straddled a class boundary)."""
+    resize(band).argmax(1) for those rows (of the band in float32 for a power-of-two bilinear resize);
+    and the bytes of the temporaries made for them (on meta tensors, the most a band can make: a bilinear
+    band counted as if every tile straddled a class boundary)."""
     rows, (classes, height, width) = len(out_rows), band.shape[1:]
     scale = _power_of_two_scale(resize)
     if resize.mode == "bilinear" and scale is None:
@@ -46,6 +46,12 @@ def resized_labels(resize: Resize, band: Tensor, offset: int, out_rows: range, i
     # labels out, the source's argmax, three (R, w) index maps; bilinear: its two highest logits per pixel
     made = rows * out_w * dtype.itemsize + height * width * 8 + 3 * rows * width * 8
     if resize.mode == "bilinear":
+        if band.dtype != torch.float32:
+            # bf16 / fp16 logits are resized in float32, a copy at the source's size: a bf16 resize rounds
+            # each output to 8 bits, so the margin would be 2^-5 of the largest logit, and ATen's reduced-
+            # precision resize is the slower one. The labels are those of the float32 resize of the band.
+            band = band.float()
+            made += band.untyped_storage().nbytes()
         made += 2 * height * width * band.element_size()
     if band.is_meta:
         if scale is not None:  # every tile undecided: one run as wide as the band, resized from its crop
@@ -66,7 +72,7 @@ def resized_labels(resize: Resize, band: Tensor, offset: int, out_rows: range, i
         return out, made
     top2 = band[0].topk(2, dim=0).values  # (2, r, w): each source pixel's two highest logits
     largest = max(float(band.amax()), -float(band.amin()))
-    margin = max(MARGIN, 8 * torch.finfo(band.dtype).eps) * largest
+    margin = MARGIN * largest
     clear = top2[0] - top2[1] > margin
     rows_agree = (label_a == label.index_select(0, second_row)) & clear.index_select(0, first_row) \
         & clear.index_select(0, second_row)  # (R, w): both source rows under an output row agree, clearly

@@ -54,6 +54,19 @@ def test_labels_equal_the_argmax_of_the_whole_resized_map(mode: str, scale: int,
         assert torch.equal(labels.long(), expected), (classes, height, width, rows)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("scale", [2, 8])
+def test_reduced_precision_logits_are_resized_in_float32(scale: int, dtype: torch.dtype) -> None:
+    """A bf16 resize rounds every output to 8 bits and reorders close classes; the labels are the float32
+    resize's of the same logits."""
+    resize = Resize("bilinear", False, (float(scale), float(scale)))
+    for kind in ("smooth", "noise", "ties"):
+        z = logits_of(kind, 12, 33, 17).to(dtype)
+        expected = F.interpolate(z.float(), scale_factor=float(scale), mode="bilinear").argmax(1)
+        labels = band_labels(resize, z, 33 * scale, 17 * scale, 13)
+        assert torch.equal(labels.long(), expected), kind
+
+
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_other_scales_give_the_labels_of_the_band_rows_the_chain_computes(align_corners: bool) -> None:
     """Scale 3, or align_corners: where the class can change, the band's rows are resized as before."""
