@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import shutil
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"subset of: {', '.join(SHORT_CONFIGS)} (eager always runs: it is the reference)")
     group.add_argument("--size", type=int, default=1024, help="square input size, a multiple of 32 (default 1024)")
     group.add_argument("--repeats", type=int, default=3, help="timed runs per configuration, median (default 3)")
+    group.add_argument("--rounds", type=int, default=1,
+                       help="latency rounds: each times every configuration of a model again, each in a new "
+                            "process; a ratio is the median of the rounds' ratios, so a shared machine's "
+                            "changing load stays out of it (default 1)")
 
 
 def zoo_models(folder: Path) -> dict[str, Path]:
@@ -70,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
         zoo = zoo_models(args.zoo)
         models = _pick(args.zoo_models, [*zoo, *MODELS], "--zoo-models")
         configs = [SHORT_CONFIGS[c] for c in _pick(args.zoo_configs, list(SHORT_CONFIGS), "--zoo-configs")]
-        if args.size < 32 or args.size % 32 or args.repeats < 1:
-            raise ValueError(f"--size must be a positive multiple of 32 (got {args.size}) and --repeats >= 1 "
-                             f"(got {args.repeats})")
+        if args.size < 32 or args.size % 32 or args.repeats < 1 or args.rounds < 1:
+            raise ValueError(f"--size must be a positive multiple of 32 (got {args.size}), --repeats >= 1 "
+                             f"(got {args.repeats}) and --rounds >= 1 (got {args.rounds})")
     except ValueError as err:
         print(f"leanseg: error: {err}")
         return 2
@@ -80,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
         print("--zoo measures on the CPU (ONNX Runtime's CPU provider is the anchor); --device is not used")
     if "eager no_grad" not in configs:
         configs.insert(0, "eager no_grad")  # the reference every ratio and comparison needs
-    notes = [f"{args.size}x{args.size}, {args.threads} threads, median of {args.repeats} after 2 warm-ups; "
-             f"agreement on {sample_count()} sample images (assets/samples) stretched to {args.size}x{args.size}"]
+    notes = [f"{args.size}x{args.size}, {args.threads} threads, median of {args.repeats} after 2 warm-ups"
+             + (f", {args.rounds} latency rounds (ratios: median of the rounds')" if args.rounds > 1 else "")
+             + f"; agreement on {sample_count()} sample images (assets/samples) stretched to {args.size}x{args.size}"]
     if "onnxruntime" in configs and importlib.util.find_spec("onnxruntime") is None:
         notes.append("onnxruntime skipped: install the bench extra (pip install 'leanseg[bench]')")
         configs.remove("onnxruntime")
@@ -94,18 +100,23 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     try:
         for model in models:
-            for config in configs:
-                rows.append(_measure(args, model, zoo, config, workdir))
+            model_rows = [_measure(args, model, zoo, config, workdir) for config in configs]
+            for _ in range(args.rounds - 1):
+                for row in model_rows:
+                    _time_again(args, model, zoo, row, workdir)
+            rows.extend(model_rows)
             for reference in workdir.glob(f"{model}_eager_*.pt"):
                 reference.unlink()  # 50 MB per sample at 1024: keep one model's at a time
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     _add_ratios(rows)
+    _median_round_ratios(rows)
     print(format_table(rows, COLUMNS))
     zoo_rows = [row for row in rows if row["model"] in zoo]
     summary = geomean_lines(zoo_rows) + bar_lines(zoo_rows) + _bars([r for r in rows if r["model"] in MODELS])
     print("\n" + "\n".join(summary))
-    payload = {"size": args.size, "threads": args.threads, "repeats": args.repeats, "zoo": str(args.zoo),
+    payload = {"size": args.size, "threads": args.threads, "repeats": args.repeats, "rounds": args.rounds,
+               "zoo": str(args.zoo),
                "notes": notes, "rows": rows, "summary": summary,
                "malloc": "peak: MALLOC_MMAP_THRESHOLD_=65536 (VmHWM above baseline); seconds: glibc defaults"}
     path = write_json(args.out / "bench_zoo.json", payload)
@@ -117,12 +128,11 @@ def run(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace, model: str, zoo: dict[str, Path], config: str,
              workdir: Path) -> dict[str, Any]:
     print(f"  {model} {config} ...", flush=True)
-    onnx = zoo[model].with_suffix(".onnx") if model in zoo else workdir / f"{model}.onnx"
+    onnx = Path(_case_kwargs(args, model, zoo, config, workdir)["onnx"])
     row: dict[str, Any] = {"model": model, "size": args.size, "config": config}
     if config == "onnxruntime" and model in zoo and not onnx.is_file():
         return {**row, "peak": f"skipped: no {onnx.name} beside {zoo[model].name}"}
-    kwargs = {"model": str(zoo.get(model, model)), "size": args.size, "config": config, "repeats": args.repeats,
-              "reference": str(workdir / f"{model}_eager"), "onnx": str(onnx), "threads": args.threads}
+    kwargs = _case_kwargs(args, model, zoo, config, workdir)
     peak = run_case(CASE, {**kwargs, "measure": "peak"}, threads=args.threads)
     latency = run_case(CASE, {**kwargs, "measure": "latency"}, threads=args.threads, user_malloc=True)
     failed = peak.get("error") or latency.get("error")
@@ -132,6 +142,7 @@ def _measure(args: argparse.Namespace, model: str, zoo: dict[str, Path], config:
     row.update(peak)
     row["seconds_mapped"] = peak["seconds"]  # what mapped malloc's page faults cost: not the figure users see
     row["seconds"] = latency["seconds"]
+    row["round_seconds"] = [latency["seconds"]]
     row["peak"] = format_bytes(peak["peak_bytes"])
     if "max_abs_diff" in peak:
         row["max|dlogit|"] = f"{peak['max_abs_diff']:.1e}"
@@ -143,3 +154,40 @@ def _measure(args: argparse.Namespace, model: str, zoo: dict[str, Path], config:
           flush=True)  # the figures reach the log as they come, even if the run is stopped
     return row
 
+
+
+def _case_kwargs(args: argparse.Namespace, model: str, zoo: dict[str, Path], config: str,
+                 workdir: Path) -> dict[str, Any]:
+    onnx = zoo[model].with_suffix(".onnx") if model in zoo else workdir / f"{model}.onnx"
+    return {"model": str(zoo.get(model, model)), "size": args.size, "config": config, "repeats": args.repeats,
+            "reference": str(workdir / f"{model}_eager"), "onnx": str(onnx), "threads": args.threads}
+
+
+def _time_again(args: argparse.Namespace, model: str, zoo: dict[str, Path], row: dict[str, Any],
+                workdir: Path) -> None:
+    """One more latency round of a measured row, in a new process with glibc's defaults."""
+    if "round_seconds" not in row:  # skipped or failed in the first round
+        return
+    kwargs = _case_kwargs(args, model, zoo, row["config"], workdir)
+    latency = run_case(CASE, {**kwargs, "measure": "latency"}, threads=args.threads, user_malloc=True)
+    if latency.get("error"):
+        print(f"  {model} {row['config']}: a latency round failed: {str(latency['error'])[-300:]}", flush=True)
+        return
+    row["round_seconds"].append(latency["seconds"])
+    print(f"  {model} {row['config']} round {len(row['round_seconds'])}: {latency['seconds']:.3f} s", flush=True)
+
+
+def _median_round_ratios(rows: list[dict[str, Any]]) -> None:
+    """With --rounds N: seconds is the median of the rounds', and each 'x eager/ORT time' the median of the
+    ratios of the two configurations' times in the same round (where both have every round)."""
+    for row in rows:
+        mine = row.get("round_seconds", [])
+        if len(mine) < 2:
+            continue
+        row["seconds"] = statistics.median(mine)
+        for name, config in (("eager", "eager no_grad"), ("ORT", "onnxruntime")):
+            base = next((r for r in rows if (r["model"], r["config"]) == (row["model"], config)
+                         and len(r.get("round_seconds", [])) == len(mine)), None)
+            if base is not None:
+                row[f"x {name} time"] = round(statistics.median(
+                    a / b for a, b in zip(mine, base["round_seconds"])), 3)
