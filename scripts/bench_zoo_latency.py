@@ -6,7 +6,9 @@ zoo, alternating in one process.
 Each round runs the engine fp32, the engine bf16, then ONNX Runtime, on the same input, each after a
 half-second pause; a ratio is the median of the per-round ratios, so a busy machine's changing load stays
 out of it.
-`leanseg bench --zoo` measures each configuration in its own process (peaks), one after another.
+`leanseg bench --zoo` measures each configuration in its own process, one after another (`--rounds N`
+repeats that and takes the median of the rounds' ratios): that is the figure the bars use. Here the engine
+shares its process with an ONNX Runtime session, which read it slower (LR-ASPP 1.52x against 1.33x).
 Writes out/bench/zoo_latency_SIZE.json.
 """
 import json

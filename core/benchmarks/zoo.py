@@ -3,7 +3,8 @@
 Each NAME.pt2 in DIR (its NAME.onnx beside it for ONNX Runtime) and leanseg's own two U-Nets, at one square
 size, on the CPU. Every configuration runs in two subprocesses: one with mapped malloc for the peak above
 baseline and the agreement with eager on the sample images, one with glibc's defaults for the latency a
-user's process sees. Prints a table and the issue's bars; writes bench_zoo.json and bench_zoo.png.
+user's process sees (`--rounds N`: N of those, the ratios the median of the rounds'). Prints a table and
+the issue's bars; writes bench_zoo.json and bench_zoo.png.
 """
 from __future__ import annotations
 
@@ -113,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
     _median_round_ratios(rows)
     print(format_table(rows, COLUMNS))
     zoo_rows = [row for row in rows if row["model"] in zoo]
-    summary = geomean_lines(zoo_rows) + bar_lines(zoo_rows) + _bars([r for r in rows if r["model"] in MODELS])
+    own_rows = [row for row in rows if row["model"] in MODELS]
+    summary = geomean_lines(zoo_rows) + bar_lines(zoo_rows) + (_bars(own_rows) if own_rows else [])
     print("\n" + "\n".join(summary))
     payload = {"size": args.size, "threads": args.threads, "repeats": args.repeats, "rounds": args.rounds,
                "zoo": str(args.zoo),
@@ -153,7 +155,6 @@ def _measure(args: argparse.Namespace, model: str, zoo: dict[str, Path], config:
           + (f", max|dlogit| {row['max|dlogit|']}, labels {row['labels same']}" if "labels same" in row else ""),
           flush=True)  # the figures reach the log as they come, even if the run is stopped
     return row
-
 
 
 def _case_kwargs(args: argparse.Namespace, model: str, zoo: dict[str, Path], config: str,
