@@ -37,14 +37,18 @@ class Probe:
             torch.cuda.reset_peak_memory_stats(self.device)
             self.baseline = torch.cuda.memory_allocated(self.device)
             return
-        Path("/proc/self/clear_refs").write_text("5")
-        self.baseline = _status_kb("VmRSS") * 1024
+        before = _status_kb("VmRSS")
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS at this moment
+        # Pages can come and go between the reset and a read (other threads, the reads themselves): a run
+        # that grows nothing read -88 KB once. The lower of the two reads is the baseline.
+        self.baseline = min(before, _status_kb("VmRSS")) * 1024
 
     def peak_bytes(self) -> int:
+        """Bytes above the baseline at the peak since start(); 0 when nothing grew."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             return int(torch.cuda.max_memory_allocated(self.device)) - self.baseline
-        return _status_kb("VmHWM") * 1024 - self.baseline
+        return max(0, _status_kb("VmHWM") * 1024 - self.baseline)
 
 
 def _status_kb(key: str) -> int:
