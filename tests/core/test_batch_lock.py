@@ -40,6 +40,23 @@ def _wait_until_writing(process: subprocess.Popen[str], out_dir: Path, labels: i
     raise AssertionError(f"the batch ended (rc {process.returncode}) before writing {labels} outputs: {out}{err}")
 
 
+def _wait_until_stopped(pid: int) -> None:
+    """Wait until every thread of `pid` is stopped (state T in /proc/PID/task/*/stat)."""
+    deadline = time.monotonic() + 30
+    states: list[str] = []
+    while time.monotonic() < deadline:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:  # a thread that ended meanwhile
+                continue
+        if states and all(state == "T" for state in states):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"pid {pid} did not stop within 30 s of SIGSTOP: thread states {states}")
+
+
 def test_a_second_batch_is_refused_and_a_killed_holders_lock_is_taken_over(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
@@ -55,6 +72,7 @@ def test_a_second_batch_is_refused_and_a_killed_holders_lock_is_taken_over(
         owner = _wait_until_writing(first, out, 2)
         assert owner["pid"] == first.pid
         first.send_signal(signal.SIGSTOP)  # holds the lock, writes nothing more
+        _wait_until_stopped(first.pid)  # the signal lands a moment later: a .tmp may be renamed meanwhile
         written = sorted(p.name for p in out.iterdir())
 
         second = subprocess.run(_command(inputs, out, tiny_checkpoint), capture_output=True, text=True, timeout=300)
