@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import mmap
 import time
 from pathlib import Path
 
@@ -197,8 +198,12 @@ def test_rss_fallback_reads_rss_and_still_catches_a_spike_between_reads() -> Non
         reader.reset_peak()
         before = reader.read(0.0, 0)
         assert before.allocated == before.reserved == before.rss
-        tensor = torch.ones(25_000_000)  # 100 MB, touched, then gone before the next read
-        del tensor
+        # 100 MB of fresh pages, touched, then gone before the next read. An anonymous mapping: a tensor's
+        # bytes may come from heap pages an earlier test left resident, and then RSS does not move.
+        spike = mmap.mmap(-1, 100 * 10**6)
+        for offset in range(0, len(spike), mmap.PAGESIZE):
+            spike[offset] = 1
+        spike.close()
         after = reader.read(1.0, 0)
         assert after.peak_allocated - before.allocated >= 95 * 10**6
         assert abs(after.allocated - before.allocated) <= 5 * 10**6
