@@ -130,11 +130,11 @@ def run(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace, model: str, zoo: dict[str, Path], config: str,
              workdir: Path) -> dict[str, Any]:
     print(f"  {model} {config} ...", flush=True)
-    onnx = Path(_case_kwargs(args, model, zoo, config, workdir)["onnx"])
+    kwargs = _case_kwargs(args, model, zoo, config, workdir)
+    onnx = Path(kwargs["onnx"])
     row: dict[str, Any] = {"model": model, "size": args.size, "config": config}
     if config == "onnxruntime" and model in zoo and not onnx.is_file():
         return {**row, "peak": f"skipped: no {onnx.name} beside {zoo[model].name}"}
-    kwargs = _case_kwargs(args, model, zoo, config, workdir)
     peak = run_case(CASE, {**kwargs, "measure": "peak"}, threads=args.threads)
     latency = run_case(CASE, {**kwargs, "measure": "latency"}, threads=args.threads, user_malloc=True)
     failed = peak.get("error") or latency.get("error")
