@@ -149,6 +149,9 @@ def _measure(args: argparse.Namespace, model: str, zoo: dict[str, Path], config:
     if "max_abs_diff" in peak:
         row["max|dlogit|"] = f"{peak['max_abs_diff']:.1e}"
         row["labels same"] = f"{100 * peak['label_agreement']:.3f}%"
+    if "self_label_flips" in peak:  # eager against itself at another thread count
+        row["max|dlogit|"] = f"{peak['self_max_abs_diff']:.1e} (itself)"
+        row["labels same"] = f"{peak['self_label_flips']} px flip at {peak['self_threads']} thread(s)"
     if "whole_model_fallback" in peak:
         row["eager nodes"] = "whole model" if peak["whole_model_fallback"] else peak["eager_nodes"]
     print(f"    peak {row['peak']}, {row['seconds']:.3f} s ({row['seconds_mapped']:.3f} s mapped)"

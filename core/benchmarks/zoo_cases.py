@@ -91,6 +91,8 @@ def zoo_case(probe: Probe, model: str, size: int, config: str, measure: str, rep
     if measure == "peak":
         del x
         result.update(_agreement(config, logits_of, labels_of, size, reference))
+        if config == "eager no_grad":
+            result.update(_eager_against_itself(logits_of, size, reference, threads))
     return result
 
 
@@ -113,3 +115,22 @@ def _agreement(config: str, logits_of: Runner, labels_of: Runner, size: int, ref
     if config == "eager no_grad":
         return {}
     return {"max_abs_diff": max_diff, "label_agreement": same / max(1, total), "samples": sample_count()}
+
+
+def _eager_against_itself(logits_of: Runner, size: int, reference: str, threads: int) -> dict[str, Any]:
+    """Eager again at another thread count, against its own saved logits: how far PyTorch moves its own
+    logits and labels when only the summation order changes. Labels that flip here are ties that no other
+    kernel can be expected to break the same way."""
+    other = 1 if threads > 1 else 2
+    torch.set_num_threads(other)
+    try:
+        max_diff, flipped = 0.0, 0
+        for index in range(sample_count()):
+            with torch.no_grad():
+                logits = logits_of(sample_input(size, index)).float()
+            expected = torch.load(Path(f"{reference}_{index}.pt"))
+            max_diff = max(max_diff, float((logits - expected).abs().max()))
+            flipped += int((logits.argmax(1) != expected.argmax(1)).sum())
+    finally:
+        torch.set_num_threads(threads)
+    return {"self_threads": other, "self_max_abs_diff": max_diff, "self_label_flips": flipped}

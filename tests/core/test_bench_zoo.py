@@ -91,6 +91,9 @@ def test_bench_zoo_measures_every_configuration_of_a_zoo_model_and_leansegs_own(
             if config != "eager no_grad":
                 assert math.isfinite(row["max_abs_diff"]) and 0.0 <= row["label_agreement"] <= 1.0, row
                 assert row["samples"] >= 1
+        eager = rows[(model, "eager no_grad")]  # eager against itself at 1 thread: the floor of "identical"
+        assert eager["self_threads"] == 1 and eager["self_label_flips"] >= 0, eager
+        assert 0.0 <= eager["self_max_abs_diff"] <= 1e-4, eager
         fp32 = rows[(model, "engine fp32")]
         assert fp32["whole_model_fallback"] is False and fp32["eager_nodes"] == 0
         assert fp32["max_abs_diff"] <= 1e-4 and fp32["label_agreement"] == 1.0
@@ -98,7 +101,8 @@ def test_bench_zoo_measures_every_configuration_of_a_zoo_model_and_leansegs_own(
             assert rows[(model, "onnxruntime")]["max_abs_diff"] <= 1e-4
             assert isinstance(rows[(model, "engine fp32")]["x ORT time"], float)
     assert "engine bf16" in str(payload["notes"]) or bf16_convolutions()  # skipped only with a note
-    assert any(line.startswith("tiny fp32:") for line in payload["summary"])
+    tiny_fp32 = next(line for line in payload["summary"] if line.startswith("tiny fp32:"))
+    assert "eager itself at 1 thread(s): " in tiny_fp32, tiny_fp32
     assert "| tiny " in proc.stdout
     assert ("geometric mean of engine fp32 latency / ONNX Runtime's over 1 zoo models" in proc.stdout) == HAS_ORT
 
