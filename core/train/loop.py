@@ -6,7 +6,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import MISSING, asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +80,7 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
     state_path = out_dir / "last.pt"
     if resume and state_path.is_file():
         state = load_state(state_path)
-        if _training_options(state["config"]) != _training_options(_config_dict(config)):
+        if _training_options(_with_defaults(state["config"])) != _training_options(_config_dict(config)):
             raise ValueError(f"{state_path}: this run was started with other options; resume with the same ones")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -92,9 +92,10 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
     for epoch in range(start_epoch, config.epochs):
         started = time.perf_counter()
         full_size = epoch >= config.epochs - config.finetune_full_epochs
-        augment_config = (AugmentConfig(crop=config.full_crop, scale_range=(1.0, 1.0), jitter=config.jitter)
-                          if full_size else AugmentConfig(crop=config.crop, scale_range=config.scale_range,
-                                                          jitter=config.jitter))
+        augment_config = AugmentConfig(crop=config.crop, scale_range=config.scale_range, jitter=config.jitter,
+                                       exposure=config.exposure, colour_cast=config.colour_cast)
+        if full_size:
+            augment_config = replace(augment_config, crop=config.full_crop, scale_range=(1.0, 1.0))
         loss = _train_epoch(model, ema, train_data, optimizer, scheduler, weights, augment_config, config, epoch,
                             ignore, device)
         record: dict[str, Any] = {"epoch": epoch + 1, "loss": loss, "seconds": time.perf_counter() - started,
@@ -161,6 +162,12 @@ def _train_epoch(model: nn.Module, ema: WeightAverage | None, data: PairCache, o
 
 def _config_dict(config: TrainConfig) -> dict:
     return json.loads(json.dumps(asdict(config)))
+
+
+def _with_defaults(stored: dict) -> dict:
+    """A resume state's options, with the defaults of options added since it was written."""
+    defaults = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
+    return {**json.loads(json.dumps(defaults)), **stored}
 
 
 def _training_options(config: dict) -> dict:
