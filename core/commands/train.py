@@ -44,8 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scale-range", type=float, nargs=2, default=defaults.scale_range, metavar=("LOW", "HIGH"),
                    help=f"random rescale before cropping (default {defaults.scale_range[0]} {defaults.scale_range[1]})")
     p.add_argument("--jitter", type=float, default=defaults.jitter, help=f"colour jitter (default {defaults.jitter})")
-    p.add_argument("--exposure", type=float, default=defaults.exposure, metavar="STOPS",
-                   help="random exposure change of up to STOPS either way, e.g. 1 (default 0: off)")
+    p.add_argument("--exposure", type=float, nargs=2, default=defaults.exposure, metavar=("LOW", "HIGH"),
+                   help="random exposure change in stops, e.g. -1.5 0.5 for mostly darker (default 0 0: off)")
     p.add_argument("--colour-cast", type=float, default=defaults.colour_cast, metavar="AMOUNT",
                    help="random per-channel gain in [1 - AMOUNT, 1 + AMOUNT], e.g. 0.15 (default 0: off)")
     p.add_argument("--class-weighting", type=float, default=defaults.class_weighting,
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             train_splits=_splits(args.train_splits, args.holdout_sequence),
             val_split="" if args.val_split.lower() == "none" else args.val_split,
             holdout_sequence=args.holdout_sequence, scale_range=tuple(args.scale_range), jitter=args.jitter,
-            exposure=args.exposure, colour_cast=args.colour_cast, class_weighting=args.class_weighting,
+            exposure=tuple(args.exposure), colour_cast=args.colour_cast, class_weighting=args.class_weighting,
             weight_decay=args.weight_decay, ema_decay=args.ema,
             label_smoothing=args.label_smoothing, finetune_full_epochs=args.finetune_full_epochs,
             full_crop=tuple(args.full_crop),

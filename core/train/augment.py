@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from .options import check_photometric
+
 
 @dataclass(frozen=True)
 class AugmentConfig:
@@ -14,15 +16,13 @@ class AugmentConfig:
     scale_range: tuple[float, float] = (0.6, 1.4)  # random rescale before cropping
     flip: bool = True  # random horizontal flip
     jitter: float = 0.25  # brightness/contrast/saturation jitter amplitude (0 = off)
-    exposure: float = 0.0  # exposure change of up to this many stops either way, before clipping (0 = off)
+    exposure: tuple[float, float] = (0.0, 0.0)  # exposure change in stops, uniform in [low, high] (0 0 = off)
     colour_cast: float = 0.0  # per-channel gain in [1 - colour_cast, 1 + colour_cast] (0 = off)
 
     def __post_init__(self) -> None:
         if min(self.crop) < 16:
             raise ValueError(f"crop must be at least 16x16, got {self.crop}")
-        if self.exposure < 0 or not 0 <= self.colour_cast < 1:
-            raise ValueError(f"exposure must be >= 0 and colour_cast in [0, 1), got {self.exposure}, "
-                             f"{self.colour_cast}")
+        check_photometric(self.exposure, self.colour_cast)
         low, high = self.scale_range
         if not 0 < low <= high:
             raise ValueError(f"scale_range must be 0 < low <= high, got {self.scale_range}")
@@ -50,7 +50,7 @@ def augment(
         image, label = image[:, ::-1], label[:, ::-1]
     if config.jitter > 0:
         image = colour_jitter(image, config.jitter, rng)
-    if config.exposure > 0 or config.colour_cast > 0:
+    if config.exposure != (0.0, 0.0) or config.colour_cast > 0:
         image = exposure_and_cast(image, config.exposure, config.colour_cast, rng)
     return np.ascontiguousarray(image), np.ascontiguousarray(label)
 
@@ -66,10 +66,11 @@ def colour_jitter(image: np.ndarray, amount: float, rng: np.random.Generator) ->
     return np.clip(pixels, 0, 255).astype(np.uint8)
 
 
-def exposure_and_cast(image: np.ndarray, stops: float, cast: float, rng: np.random.Generator) -> np.ndarray:
-    """Scale every pixel by 2**u, u uniform in [-stops, stops], and each channel by a gain in
+def exposure_and_cast(image: np.ndarray, stops: tuple[float, float], cast: float,
+                      rng: np.random.Generator) -> np.ndarray:
+    """Scale every pixel by 2**u, u uniform in [low, high] stops, and each channel by a gain in
     [1 - cast, 1 + cast]: a white sky comes out grey or tinted, as at dusk, which brightness and contrast
     jitter around the image mean rarely do to a saturated region."""
-    gains = 2.0 ** rng.uniform(-stops, stops) * rng.uniform(1 - cast, 1 + cast, size=3)
+    gains = 2.0 ** rng.uniform(*stops) * rng.uniform(1 - cast, 1 + cast, size=3)
     pixels = image.astype(np.float32) * gains.astype(np.float32)
     return np.clip(pixels, 0, 255).astype(np.uint8)

@@ -32,7 +32,7 @@ class TrainConfig:
     # frames and become the validation frames instead of `val_split`; "" = no held-out sequence
     scale_range: tuple[float, float] = (0.6, 1.4)  # random rescale before cropping
     jitter: float = 0.25  # brightness/contrast/saturation jitter amplitude (0 = off)
-    exposure: float = 0.0  # exposure change of up to this many stops either way (0 = off)
+    exposure: tuple[float, float] = (0.0, 0.0)  # exposure change in stops, uniform in [low, high] (0 0 = off)
     colour_cast: float = 0.0  # per-channel gain in [1 - colour_cast, 1 + colour_cast] (0 = off)
     ema_decay: float = 0.0  # exponential moving average of the weights (e.g. 0.998); the EMA
     # weights are validated and exported; 0 = off
@@ -53,9 +53,7 @@ class TrainConfig:
             raise ValueError("train_splits must name at least one split, e.g. train or train,val")
         if not 0 < self.scale_range[0] <= self.scale_range[1]:
             raise ValueError(f"scale_range must be 0 < low <= high, got {self.scale_range}")
-        if self.exposure < 0 or not 0.0 <= self.colour_cast < 1.0:
-            raise ValueError(f"exposure must be >= 0 and colour_cast in [0, 1), got {self.exposure}, "
-                             f"{self.colour_cast}")
+        check_photometric(self.exposure, self.colour_cast)
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -63,5 +61,12 @@ class TrainConfig:
         if not 0 <= self.finetune_full_epochs <= self.epochs:
             raise ValueError(f"finetune_full_epochs must be in 0..epochs ({self.epochs}), got "
                              f"{self.finetune_full_epochs}")
-        for name in ("crop", "train_splits", "scale_range", "full_crop"):
+        for name in ("crop", "train_splits", "scale_range", "full_crop", "exposure"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
+def check_photometric(exposure: tuple[float, float], colour_cast: float) -> None:
+    if not exposure[0] <= exposure[1]:
+        raise ValueError(f"exposure must be a range of stops, low <= high, got {exposure}")
+    if not 0.0 <= colour_cast < 1.0:
+        raise ValueError(f"colour_cast must be in [0, 1), got {colour_cast}")

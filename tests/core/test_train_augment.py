@@ -34,7 +34,7 @@ def test_exposure_takes_a_white_sky_to_dusk_and_jitter_alone_does_not() -> None:
     dusk = 174  # CamVid 0001TP's sky: RGB mean (147, 169, 174)
     jitter_only = _white_sky(200, AugmentConfig(crop=crop, jitter=0.3))
     assert jitter_only.max(axis=1).min() > dusk  # +-30% brightness never darkens a white sky that far
-    with_exposure = _white_sky(200, AugmentConfig(crop=crop, jitter=0.3, exposure=1.0))
+    with_exposure = _white_sky(200, AugmentConfig(crop=crop, jitter=0.3, exposure=(-1.5, 0.5)))
     darkened = (with_exposure.max(axis=1) <= dusk).mean()
     assert 0.2 < darkened < 0.8  # a share of the draws, not all of them
 
@@ -59,7 +59,7 @@ def test_photometric_options_leave_the_crop_and_labels_alone() -> None:
     image = rng_image.integers(20, 120, (90, 110, 3), dtype=np.uint8)
     label = rng_image.integers(0, 11, (90, 110), dtype=np.uint8)
     plain = AugmentConfig(crop=(48, 64), scale_range=(0.5, 2.0), jitter=0.0)
-    tinted = AugmentConfig(crop=(48, 64), scale_range=(0.5, 2.0), jitter=0.0, exposure=0.5, colour_cast=0.1)
+    tinted = AugmentConfig(crop=(48, 64), scale_range=(0.5, 2.0), jitter=0.0, exposure=(-0.5, 0.5), colour_cast=0.1)
     for seed in range(10):
         image_a, label_a = augment(image, label, plain, np.random.default_rng(seed), IGNORE)
         image_b, label_b = augment(image, label, tinted, np.random.default_rng(seed), IGNORE)
@@ -73,11 +73,11 @@ def test_photometric_options_leave_the_crop_and_labels_alone() -> None:
 
 def test_photometric_options_are_validated() -> None:
     with pytest.raises(ValueError, match="exposure"):
-        AugmentConfig(exposure=-0.5)
+        AugmentConfig(exposure=(0.5, -0.5))
     with pytest.raises(ValueError, match="colour_cast"):
         AugmentConfig(colour_cast=1.0)
     with pytest.raises(ValueError, match="exposure"):
-        TrainConfig(data_dir="", spec_path="", out_dir="", exposure=-1.0)
+        TrainConfig(data_dir="", spec_path="", out_dir="", exposure=(1.0, 0.0))
 
 
 def test_resume_state_from_before_the_photometric_options_continues(tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ def test_resume_state_from_before_the_photometric_options_continues(tmp_path: Pa
     for key in ("exposure", "colour_cast"):
         del state["config"][key]
     torch.save(state, run / "last.pt")
-    refused = subprocess.run(train_args(data, run, epochs=2) + ["--exposure", "1", "--resume"],
+    refused = subprocess.run(train_args(data, run, epochs=2) + ["--exposure", "-1", "0", "--resume"],
                              capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and "other options" in refused.stderr
     resumed = subprocess.run(train_args(data, run, epochs=2) + ["--resume"], capture_output=True, text=True,
@@ -100,9 +100,9 @@ def test_resume_state_from_before_the_photometric_options_continues(tmp_path: Pa
     assert "resuming after epoch 2" in resumed.stdout
 
     tinted = tmp_path / "tinted"
-    result = subprocess.run(train_args(data, tinted, epochs=1) + ["--exposure", "0.75", "--colour-cast", "0.1"],
+    result = subprocess.run(train_args(data, tinted, epochs=1) + ["--exposure", "-1.5", "0.5", "--colour-cast", "0.1"],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     with safe_open(str(tinted / "best.safetensors"), "pt") as weights:
         train_config = json.loads(weights.metadata()["leanseg"])["provenance"]["train_config"]
-    assert train_config["exposure"] == 0.75 and train_config["colour_cast"] == 0.1
+    assert train_config["exposure"] == [-1.5, 0.5] and train_config["colour_cast"] == 0.1
