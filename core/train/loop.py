@@ -6,7 +6,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import MISSING, asdict, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -166,8 +166,7 @@ def _config_dict(config: TrainConfig) -> dict:
 
 def _with_defaults(stored: dict) -> dict:
     """A resume state's options, with the defaults of options added since it was written."""
-    defaults = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
-    return {**json.loads(json.dumps(defaults)), **stored}
+    return {**_config_dict(TrainConfig(data_dir="", spec_path="", out_dir="")), **stored}
 
 
 def _training_options(config: dict) -> dict:
