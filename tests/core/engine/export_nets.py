@@ -307,12 +307,31 @@ class InstanceNormUNet(nn.Module):
         return self.head(self.dec(torch.cat([self.up(self.enc1(skip)), skip], 1)))
 
 
+class PaddingModules(nn.Module):
+    """Padding written as modules and modes: efficientnet_pytorch's `nn.ZeroPad2d` before a stride-2 conv (smp's
+    `efficientnet-b0` encoder; `aten.pad` with its mode), a `padding_mode="reflect"` conv and a `ReplicationPad2d`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.same = nn.Sequential(nn.ZeroPad2d((0, 1, 0, 1)), nn.Conv2d(3, 8, 3, stride=2, bias=False),
+                                  nn.BatchNorm2d(8))
+        self.reflect = nn.Conv2d(8, 8, 3, padding=1, padding_mode="reflect")
+        self.replicate = nn.Sequential(nn.ReplicationPad2d(1), nn.Conv2d(8, 8, 3))
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.silu(self.same(x))
+        y = F.relu(self.replicate(F.relu(self.reflect(y))))
+        return F.interpolate(self.head(y), scale_factor=2, mode="bilinear", align_corners=False)
+
+
 CASES: dict[str, Callable[[], nn.Module]] = {
     "se_block": SEBlock, "functional_static_padding": FunctionalStaticPadding, "shape_branch": ShapeBranch,
     "fpn_merge": FPNMerge, "aspp": ASPP, "resnet_basic": ResNetBasic, "unet": TinyUNet,
     "resnet_unet": ResNetUNet,
     "learned_upsample": LearnedUpsample, "pyramid_merge": PyramidMerge, "classic_unet": ClassicUNet,
     "position_attention": PositionAttention, "instance_norm_unet": InstanceNormUNet,
+    "padding_modules": PaddingModules,
 }
 LOWEST_COLUMNS = {"shape_branch": 3}  # widths >= 96: the branch on `width > 64` is decided for every size
 
