@@ -18,6 +18,7 @@ from leanseg.core.engine import compile
 from leanseg.core.engine.frontends import IR_FUNCTIONS, FrontendError
 from leanseg.core.engine.frontends.onnx_import import import_onnx
 
+from .export_nets import PaddingModules
 from .nets import randomise_batchnorm
 
 SIZES = ((64, 96), (96, 64), (70, 90))
@@ -187,6 +188,7 @@ CASES: dict[str, tuple[Callable[[], nn.Module], tuple[tuple[int, int], ...]]] = 
     "aspp": (ASPP, SIZES),
     "resnet_basic": (ResNetBasic, SIZES),
     "upsample_to_input": (UpsampleToInput, SIZES),
+    "padding_modules": (PaddingModules, SIZES),  # ONNX Pad in constant, reflect and edge modes
 }
 
 
