@@ -9,7 +9,7 @@ from torch import fx, nn
 
 from ..model.padding import crop_like, pad_to_multiple
 from .frontends.ir import check_size, dim_size
-from .graph_lock import GRAPH_LOCK
+from .graph_lock import GRAPH_LOCK, symbolic_trace
 
 
 class CaptureError(RuntimeError):
@@ -23,10 +23,7 @@ def capture(model: nn.Module) -> fx.GraphModule:
         parameter.requires_grad_(False)
     try:
         # Front ends' graphs read sizes through dim_size: keep it a node wherever a forward calls it.
-        tracer = fx.Tracer(autowrap_functions=(dim_size, check_size, pad_to_multiple, crop_like))
-        with GRAPH_LOCK:
-            graph = tracer.trace(private)
-        graph_module = fx.GraphModule(tracer.root, graph, type(private).__name__)
+        graph_module = symbolic_trace(private, autowrap_functions=(dim_size, check_size, pad_to_multiple, crop_like))
     except Exception as fx_error:  # fx raises many kinds (TraceError, TypeError on control flow, ...)
         try:
             return capture_by_export(private)

@@ -21,6 +21,7 @@ from ..model.padding import crop_like
 from .band_pool import row_bands, run_bands
 from .bands import BandedInvertedResidual
 from .capture import module_of
+from .frontends.channel_norm import ChannelLayerNorm
 from .fuse import ConvAct
 from .head import labels_dtype
 from .resize_labels import resized_labels
@@ -30,7 +31,7 @@ from .virtual import Part, conv_output_size, virtual_rows, virtual_size
 DEFAULT_BAND_BYTES = 4 * 2**20  # the band's stage tensors together
 MIN_BAND_ROWS = 48  # each band recomputes its conv halos: fewer rows, more repeated work (16: +12% time)
 POINTWISE = (nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid, nn.SiLU, nn.GELU,
-             nn.Sigmoid, nn.Tanh, nn.LeakyReLU, nn.Identity)
+             nn.Sigmoid, nn.Tanh, nn.LeakyReLU, nn.Identity, ChannelLayerNorm)
 
 
 class BandedChain(nn.Module):

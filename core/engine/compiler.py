@@ -14,6 +14,7 @@ from .budget import apply_memory_budget, band_modules
 from .capture import CaptureError, capture
 from .chain import BandedChain, banded_tail
 from .fold import fold_batchnorm, remove_no_ops, upsample_modules_to_calls
+from .frontends.channel_norm import ChannelLayerNorm
 from .frontends.ir import check_size, dim_size
 from .fuse import ConvAct, fuse_conv_activation
 from .groupnorm import GroupNormAct, fuse_groupnorm_activation
@@ -37,7 +38,7 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _KNOWN_MODULES = (ConvAct, TransposedConvAct, BandedInvertedResidual, LabelsHead, BandedChain, ResidualConv,
                   GroupNormAct, UpsampleAdd, nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh,
                   nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample,
-                  nn.Hardsigmoid, nn.Sigmoid, nn.GELU, nn.GroupNorm, nn.Softmax, nn.LeakyReLU)
+                  nn.Hardsigmoid, nn.Sigmoid, nn.GELU, nn.GroupNorm, nn.Softmax, nn.LeakyReLU, ChannelLayerNorm)
 _KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, torch.mul, torch.cat, F.interpolate,
                     F.max_pool2d, F.avg_pool2d, F.relu, F.relu6, F.hardswish, F.silu, torch.relu, crop_like,
                     pad_to_multiple, shape_of, dim_size, check_size, F.pad, operator.sub, operator.floordiv,

@@ -9,13 +9,28 @@ run hold GRAPH_LOCK. It is re-entrant: a run may trace (a tile estimator traced 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from torch import fx, nn
+
+from .frontends.channel_norm import ChannelLayerNorm
 
 GRAPH_LOCK = threading.RLock()
 
 
-def symbolic_trace(model: nn.Module) -> fx.GraphModule:
-    """`torch.fx.symbolic_trace(model)`, holding GRAPH_LOCK while it patches module calls."""
+class Tracer(fx.Tracer):
+    """torch.fx's tracer that keeps the engine IR's own layers (ChannelLayerNorm) as modules, as it keeps
+    torch.nn's, so a lifted graph traces to itself."""
+
+    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        return isinstance(m, ChannelLayerNorm) or super().is_leaf_module(m, module_qualified_name)
+
+
+def symbolic_trace(model: nn.Module, **tracer_options: Any) -> fx.GraphModule:
+    """`torch.fx.symbolic_trace(model)` with the engine's Tracer, holding GRAPH_LOCK while it patches
+    module calls."""
     with GRAPH_LOCK:
-        return fx.symbolic_trace(model)
+        tracer = Tracer(**tracer_options)
+        graph = tracer.trace(model)
+    name = model.__class__.__name__ if isinstance(model, nn.Module) else model.__name__
+    return fx.GraphModule(tracer.root, graph, name)

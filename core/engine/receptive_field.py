@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from ..model import padding
+from .frontends.channel_norm import ChannelLayerNorm
 from .graph_lock import symbolic_trace
 
 
@@ -50,6 +51,7 @@ class ReceptiveField:
 POINTWISE_MODULES: tuple[type[nn.Module], ...] = (
     nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.GELU, nn.SiLU, nn.Sigmoid, nn.Tanh,
     nn.Hardswish, nn.Hardsigmoid, nn.Mish, nn.ELU, nn.Identity, nn.Dropout, nn.Dropout2d, nn.Flatten,
+    ChannelLayerNorm,
 )
 POINTWISE_FUNCTIONS: set[object] = {
     operator.add, operator.iadd, operator.mul, operator.imul, operator.sub, operator.truediv, operator.neg,

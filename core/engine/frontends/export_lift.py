@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import fx
 
+from .channel_norm import lift_channel_layer_norms
 from .export_lifter import Lifter
 from .export_rules import RULES
 
@@ -20,7 +21,9 @@ aten = torch.ops.aten
 def lift_exported_program(program: torch.export.ExportedProgram) -> fx.GraphModule:
     """The engine IR of an ExportedProgram (eval mode, one image in, one logits tensor out)."""
     program = program.run_decompositions({}) if _has_training_ops(program) else program
-    return Lifter(program, RULES).run()
+    graph_module = Lifter(program, RULES).run()
+    lift_channel_layer_norms(graph_module)
+    return graph_module
 
 
 def _has_training_ops(program: torch.export.ExportedProgram) -> bool:

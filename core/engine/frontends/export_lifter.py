@@ -24,6 +24,18 @@ class _Constant:
         self.tensor, self.name = tensor, name
 
 
+class _Empty:
+    """A tensor with no elements (timm encoders' zero-channel feature for a stride they lack): nothing to
+    compute; a concatenation drops it, anything else that reads it is refused."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def is_empty(value: Any) -> bool:
+    return isinstance(value, _Empty)
+
+
 class Lifter:
     def __init__(self, program: torch.export.ExportedProgram, rules: dict[Any, Lift]) -> None:
         self.program = program
@@ -40,6 +52,9 @@ class Lifter:
             found = self.env[arg]
             if isinstance(found, _Constant):
                 return self.buffer(found)
+            if isinstance(found, _Empty):
+                raise FrontendError(f"{found.name}: an empty tensor (a zero-size dimension) is read by an op that "
+                                    "is not a concatenation; unsupported")
             return found
         if isinstance(arg, (list, tuple)):
             return type(arg)(self.value(a) for a in arg)
@@ -128,6 +143,9 @@ class Lifter:
 
     def lift(self, node: fx.Node) -> Any:
         target = node.target
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor) and any(isinstance(d, int) and d == 0 for d in value.shape):
+            return _Empty(node.name)  # computes nothing: its readers see no value
         rule = self.rules.get(target)
         if rule is not None:
             return rule(self, node)

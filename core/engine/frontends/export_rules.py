@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from .export_lifter import Lift, Lifter
+from .export_lifter import Lift, Lifter, is_empty
 from .ir import FrontendError, dim_size
 
 aten = torch.ops.aten
@@ -134,10 +134,15 @@ def _binary(op: Callable[[Any, Any], Any]) -> Lift:
     return lift
 
 
-def _cat(lifter: Lifter, node: fx.Node) -> fx.Node:
-    tensors = node.args[0]
+def _cat(lifter: Lifter, node: fx.Node) -> Any:
+    """torch.cat, without the empty tensors a timm encoder puts in for a stride it does not have."""
+    tensors = [t for t in node.args[0] if not is_empty(lifter.env.get(t))]  # type: ignore[union-attr]
     dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    return lifter.function(torch.cat, list(tensors), dim)  # type: ignore[arg-type]
+    if not tensors:
+        raise FrontendError(f"{node.name}: concatenates only empty tensors")
+    if len(tensors) == 1:
+        return lifter.value(tensors[0])
+    return lifter.function(torch.cat, tensors, dim)  # type: ignore[arg-type]
 
 
 def _upsample(mode: str) -> Lift:

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .channel_norm import ChannelLayerNorm
+
 
 class FrontendError(ValueError):
     """A graph a front end cannot bring into the IR; the message names the node and the reason."""
@@ -48,10 +50,11 @@ IR_MODULES: tuple[type[nn.Module], ...] = (
     nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d, nn.GroupNorm, nn.Linear,
     nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid, nn.SiLU, nn.GELU, nn.Sigmoid, nn.Tanh,
     nn.LeakyReLU, nn.Softmax, nn.Identity,
-    nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d,
+    nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, ChannelLayerNorm,
 )
 
 IR_FUNCTIONS = frozenset({
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.getitem,
     torch.cat, torch.flatten, torch.mean, F.interpolate, F.pad, dim_size, check_size,
+    torch.reshape, torch.permute, torch.transpose, torch.matmul, torch.bmm, torch.softmax,  # attention blocks
 })

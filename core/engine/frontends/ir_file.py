@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
+from .channel_norm import ChannelLayerNorm
 from .ir import FrontendError, check_size, dim_size
 
 IR_FILE_VERSION = 1
@@ -22,6 +23,9 @@ _FUNCTIONS: dict[str, Any] = {
     "floordiv": operator.floordiv, "getitem": operator.getitem, "cat": torch.cat, "flatten": torch.flatten,
     "mean": torch.mean, "interpolate": F.interpolate, "pad": F.pad, "dim_size": dim_size,
     "check_size": check_size,
+    # attention blocks (MAnet's position attention)
+    "reshape": torch.reshape, "permute": torch.permute, "transpose": torch.transpose, "matmul": torch.matmul,
+    "bmm": torch.bmm, "softmax": torch.softmax,
 }
 _FUNCTION_NAMES = {id(f): name for name, f in _FUNCTIONS.items()}
 
@@ -33,6 +37,7 @@ _MODULE_ARGS: dict[type[nn.Module], tuple[str, ...]] = {
                          "groups", "dilation"),
     nn.BatchNorm2d: ("num_features", "eps", "affine"),
     nn.GroupNorm: ("num_groups", "num_channels", "eps", "affine"),
+    ChannelLayerNorm: ("num_channels", "eps", "affine"),
     nn.Linear: ("in_features", "out_features"),
     nn.ReLU: (), nn.ReLU6: (), nn.Hardswish: (), nn.Hardsigmoid: (), nn.SiLU: (), nn.Sigmoid: (), nn.Tanh: (),
     nn.Identity: (),

@@ -325,13 +325,44 @@ class PaddingModules(nn.Module):
         return F.interpolate(self.head(y), scale_factor=2, mode="bilinear", align_corners=False)
 
 
+class LayerNorm2d(nn.LayerNorm):
+    """timm's LayerNorm2d: a LayerNorm over channels, written as permute -> layer_norm -> permute back."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x.permute(0, 2, 3, 1)
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps).permute(0, 3, 1, 2)
+
+
+class ConvNeXtUNet(nn.Module):
+    """A timm ConvNeXt encoder under smp's U-Net: a 4x4 stride-4 stem with LayerNorm2d, a block (7x7
+    depthwise, LayerNorm2d, 1x1 conv MLP with GELU, layer scale, residual), and the empty zero-channel
+    stride-2 feature smp's `tu-` encoders put in for the stride ConvNeXt lacks, concatenated in the decoder."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.stem_norm = nn.Conv2d(3, 16, 4, stride=4), LayerNorm2d(16, eps=1e-6)
+        self.dw, self.norm = nn.Conv2d(16, 16, 7, padding=3, groups=16), LayerNorm2d(16, eps=1e-6)
+        self.fc1, self.fc2 = nn.Conv2d(16, 32, 1), nn.Conv2d(32, 16, 1)
+        self.gamma = nn.Parameter(torch.full((16,), 0.5))
+        self.decode = conv_bn(16, 8)
+        self.head = nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.stem_norm(self.stem(x))
+        y = y + self.fc2(F.gelu(self.fc1(self.norm(self.dw(y))))) * self.gamma.reshape(1, -1, 1, 1)
+        empty = torch.empty([1, 0, x.shape[2] // 2, x.shape[3] // 2], dtype=x.dtype, device=x.device)
+        y = torch.cat([F.interpolate(y, scale_factor=2, mode="nearest"), empty], dim=1)
+        y = F.relu(self.decode(y))
+        return self.head(F.interpolate(y, scale_factor=2, mode="nearest"))
+
+
 CASES: dict[str, Callable[[], nn.Module]] = {
     "se_block": SEBlock, "functional_static_padding": FunctionalStaticPadding, "shape_branch": ShapeBranch,
     "fpn_merge": FPNMerge, "aspp": ASPP, "resnet_basic": ResNetBasic, "unet": TinyUNet,
     "resnet_unet": ResNetUNet,
     "learned_upsample": LearnedUpsample, "pyramid_merge": PyramidMerge, "classic_unet": ClassicUNet,
     "position_attention": PositionAttention, "instance_norm_unet": InstanceNormUNet,
-    "padding_modules": PaddingModules,
+    "padding_modules": PaddingModules, "convnext_unet": ConvNeXtUNet,
 }
 LOWEST_COLUMNS = {"shape_branch": 3}  # widths >= 96: the branch on `width > 64` is decided for every size
 
@@ -340,8 +371,8 @@ def made(name: str) -> nn.Module:
     """CASES[name] with seeded weights and non-trivial BatchNorm statistics, eval mode."""
     torch.manual_seed(0)
     model = randomise_batchnorm(CASES[name]())
-    for module in model.modules():  # GroupNorm too
-        if isinstance(module, nn.GroupNorm):
+    for module in model.modules():  # GroupNorm and LayerNorm too
+        if isinstance(module, (nn.GroupNorm, nn.LayerNorm)):
             module.weight.data.uniform_(0.5, 1.5)
             module.bias.data.uniform_(-0.2, 0.2)
     head = getattr(model, "head", None)

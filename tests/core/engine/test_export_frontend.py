@@ -106,12 +106,16 @@ def test_sizes_outside_the_exported_program_are_refused_in_one_line(exported: di
     ("fpn_merge", {"GroupNorm", "interpolate", "add"}),
     ("aspp", {"cat", "dim_size", "interpolate", "AdaptiveAvgPool2d"}),
     ("resnet_basic", {"Conv2d", "BatchNorm2d", "ReLU", "add"}),
+    ("convnext_unet", {"ChannelLayerNorm", "GELU", "interpolate"}),
 ])
 def test_aten_ops_are_lifted_to_layers(name: str, expected: set[str], exported: dict[str, Path]) -> None:
     lifted = lift_exported_program(load_exported_program(exported[name]))
     found = kinds(lifted)
     assert expected <= found, found
-    assert not any(kind.startswith(("conv2d", "convolution", "stack", "sum")) for kind in found), found
+    lifted_away = ("conv2d", "convolution", "stack", "sum", "layer_norm", "permute", "empty")
+    assert not any(kind.startswith(lifted_away) for kind in found), found
+    if name == "convnext_unet":  # the empty feature is dropped, and the concatenation of one tensor with it
+        assert "cat" not in found
     if name == "functional_static_padding":  # F.conv2d became modules: 3 convs + the head, no functional call
         assert sum(isinstance(m, nn.Conv2d) for m in lifted.modules()) == 4
 
@@ -194,6 +198,21 @@ def test_fpn_groupnorm_in_place_and_upsampled_branches_added_band_by_band(export
             assert step.peak_bytes - steps[index - 1].live_bytes < merge_map / 2, (step.name, steps[index - 1])
     assert sum(step.name.endswith("_upsample_add") for step in steps) == 4
     assert plan.estimate_peak(tuple(x.shape), output="logits") == plan.last_stats.peak_bytes
+
+
+def test_channel_layer_norms_are_per_pixel_steps_and_survive_a_bundle(exported: dict[str, Path],
+                                                                     tmp_path: Path) -> None:
+    """timm's permute -> layer_norm -> permute is one ChannelLayerNorm: banded like an activation, kept as a
+    module by a retrace and by a `.leanseg` bundle; the empty stride-2 feature is no node at all."""
+    model = nets.made("convnext_unet")
+    bundle = load_model(save_bundle(load_model(exported["convnext_unet"]), tmp_path / "convnext.leanseg"))
+    x = torch.randn(1, 3, 256, 192, generator=torch.Generator().manual_seed(1))
+    expected = eager_reference(model, x)
+    for loaded in (load_model(exported["convnext_unet"]), bundle):
+        assert kinds(loaded.model.net) >= {"ChannelLayerNorm"}
+        plan = compile(loaded.model, device="cpu", memory_budget=2**20)
+        assert not plan.fallbacks, plan.fallbacks
+        assert (plan.run(x, output="logits") - expected).abs().max().item() <= 1e-4
 
 
 def test_a_bundle_of_the_program_keeps_its_size_checks(exported: dict[str, Path], tmp_path: Path) -> None:
