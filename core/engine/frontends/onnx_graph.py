@@ -68,7 +68,15 @@ class GeluPart:
     stage: str  # "erf", "1+erf", "x*(1+erf)"
 
 
-Value = Union[np.ndarray, Dims, Stacked, Grouped, GroupNormed, GeluPart, fx.Node]
+@dataclass
+class Empty:
+    """A tensor with a zero-size axis (ConstantOfShape of (1, 0, h, w): timm encoders' feature for a stride they
+    lack); a concatenation drops it, and Shape reads the size it was built with."""
+
+    shape: Dims
+
+
+Value = Union[np.ndarray, Dims, Stacked, Grouped, GroupNormed, GeluPart, Empty, fx.Node]
 
 
 def attributes(node: onnx.NodeProto) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
+from .channel_norm import ChannelLayerNorm
 from .onnx_graph import Builder, Grouped, GroupNormed, Value
 from .onnx_shapes import as_dims, axes_of
 
@@ -194,11 +195,29 @@ def matmul(b: Builder, attrs: dict[str, Any]) -> Value:
     return b.call_module(module, x, rank=b.rank(x))
 
 
+def layer_norm(b: Builder, attrs: dict[str, Any]) -> Value:
+    """LayerNormalization over the last axis of a channels-last view of a 4-D map (timm's LayerNorm2d:
+    Transpose(0, 2, 3, 1) -> LayerNormalization -> Transpose(0, 3, 1, 2)): a ChannelLayerNorm on the map,
+    viewed channels-last again for the Transpose back, which then cancels."""
+    x = b.tensor(0)
+    is_channels_last_view = x.op == "call_function" and x.target is torch.permute \
+        and list(x.args[1]) == [0, 2, 3, 1]  # type: ignore[arg-type]
+    permuted = x.args[0] if is_channels_last_view else None
+    if not isinstance(permuted, fx.Node) or int(attrs.get("axis", -1)) not in (-1, 3):
+        raise b.error("normalises something other than the channels of a 4-D map; unsupported")
+    scale = b.const(1)
+    shift = b.const(2) if len(b.node.input) > 2 and b.node.input[2] else np.zeros_like(scale)
+    module = ChannelLayerNorm(len(scale), float(attrs.get("epsilon", 1e-5)))
+    module.weight, module.bias = _weight(scale), _weight(shift)
+    return b.call(torch.permute, b.call_module(module, permuted), [0, 2, 3, 1], rank=4)
+
+
 LAYERS: dict[str, Callable[[Builder, dict[str, Any]], Value]] = {
     "Conv": conv,
     "ConvTranspose": conv_transpose,
     "BatchNormalization": batch_norm,
     "InstanceNormalization": instance_norm,
+    "LayerNormalization": layer_norm,
     "MaxPool": max_pool,
     "AveragePool": avg_pool,
     "GlobalAveragePool": global_avg_pool,

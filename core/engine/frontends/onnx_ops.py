@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from .ir import dim_size
-from .onnx_graph import Builder, Dims, GeluPart, Grouped, GroupNormed, Stacked, Value
+from .onnx_graph import Builder, Dims, Empty, GeluPart, Grouped, GroupNormed, Stacked, Value
 from .onnx_layers import group_norm_end
 from .onnx_shapes import as_dims, axes_of
 
@@ -196,8 +196,19 @@ def pad(b: Builder, attrs: dict[str, Any]) -> Value:
     return b.call(F.pad, x, tuple(torch_pads), rank=rank, **kwargs)
 
 
+def constant_of_shape(b: Builder, attrs: dict[str, Any]) -> Value:
+    """ConstantOfShape of a size computed from the input: only an empty tensor (a zero in its shape) is taken."""
+    dims = as_dims(b.value(0))
+    if dims is None or not any(isinstance(item, int) and item == 0 for item in dims.items):
+        raise b.error("builds a tensor whose size depends on the input; only empty ones are supported")
+    return Empty(dims)
+
+
 def concat(b: Builder, attrs: dict[str, Any]) -> Value:
     parts = [b.value(i) for i in range(len(b.node.input)) if b.value(i) is not None]
+    parts = [p for p in parts if not isinstance(p, Empty)]  # concatenating an empty tensor adds nothing
+    if len(parts) == 1 and isinstance(parts[0], fx.Node):
+        return parts[0]
     axis = int(attrs["axis"])
     if all(isinstance(p, Stacked) for p in parts) and axis == 0:
         return Stacked([node for p in parts for node in p.nodes])  # type: ignore[union-attr]
@@ -252,6 +263,9 @@ def transpose(b: Builder, attrs: dict[str, Any]) -> Value:
     x = b.tensor(0)
     rank = b.rank(x)
     perm = [int(p) for p in attrs.get("perm", reversed(range(rank)))]
+    if x.op == "call_function" and x.target is torch.permute and isinstance(x.args[0], fx.Node) \
+            and [list(x.args[1])[p] for p in perm] == list(range(rank)):  # type: ignore[arg-type]
+        return x.args[0]  # undoes the permute before it (a LayerNorm2d's way back)
     return b.call(torch.permute, x, perm, rank=rank)
 
 
@@ -263,6 +277,7 @@ def flatten(b: Builder, attrs: dict[str, Any]) -> Value:
 
 OPS: dict[str, Handler] = {
     "Add": _binary(operator.add),
+    "ConstantOfShape": constant_of_shape,
     "Sub": _binary(operator.sub),
     "Mul": _binary(operator.mul),
     "Div": _binary(operator.truediv),

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from .ir import dim_size
-from .onnx_graph import Builder, Dims, Item, Value
+from .onnx_graph import Builder, Dims, Empty, Item, Value
 
 Folder = Callable[[Builder, list[Any], dict[str, Any]], Any]
 INT64_MAX = np.iinfo(np.int64).max
@@ -141,6 +141,8 @@ def _shape(b: Builder, attrs: dict[str, Any]) -> Value:
     sizes = b.value(0)
     if isinstance(sizes, Dims):  # the shape of a size array is known now
         return np.array(_grid(sizes).shape[attrs.get("start", 0):attrs.get("end")], dtype=np.int64)
+    if isinstance(sizes, Empty):  # an empty tensor's shape is the size it was built with
+        return settle(Dims(sizes.shape.items[attrs.get("start", 0):attrs.get("end")]))
     node = b.tensor(0)
     rank = b.rank(node)
     items: list[Item] = []

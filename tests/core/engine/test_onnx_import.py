@@ -18,7 +18,7 @@ from leanseg.core.engine import compile
 from leanseg.core.engine.frontends import IR_FUNCTIONS, FrontendError
 from leanseg.core.engine.frontends.onnx_import import import_onnx
 
-from .export_nets import PaddingModules
+from .export_nets import ConvNeXtUNet, PaddingModules
 from .nets import randomise_batchnorm
 
 SIZES = ((64, 96), (96, 64), (70, 90))
@@ -189,6 +189,8 @@ CASES: dict[str, tuple[Callable[[], nn.Module], tuple[tuple[int, int], ...]]] = 
     "resnet_basic": (ResNetBasic, SIZES),
     "upsample_to_input": (UpsampleToInput, SIZES),
     "padding_modules": (PaddingModules, SIZES),  # ONNX Pad in constant, reflect and edge modes
+    # LayerNormalization between Transposes; ConstantOfShape of an empty skip, its Shape read and concatenated
+    "convnext_unet": (ConvNeXtUNet, ((64, 96), (96, 64), (72, 88))),  # a stride-4 stem: multiples of 4
 }
 
 
