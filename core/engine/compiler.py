@@ -43,7 +43,8 @@ _KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, tor
                     F.max_pool2d, F.avg_pool2d, F.relu, F.relu6, F.hardswish, F.silu, torch.relu, crop_like,
                     pad_to_multiple, shape_of, dim_size, check_size, F.pad, operator.sub, operator.floordiv,
                     operator.truediv, torch.flatten, torch.transpose, torch.permute, torch.reshape, torch.matmul,
-                    torch.bmm, torch.softmax, torch.mean, torch.sigmoid}
+                    torch.bmm, torch.softmax, torch.mean, torch.sigmoid, torch.split, torch.chunk,
+                    torch.sum}
 
 
 def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype = torch.float32,

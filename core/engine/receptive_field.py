@@ -58,6 +58,7 @@ POINTWISE_FUNCTIONS: set[object] = {
     torch.add, torch.mul, torch.sub, torch.cat, torch.relu, torch.sigmoid, torch.tanh, torch.clamp,
     F.relu, F.relu6, F.gelu, F.silu, F.sigmoid, F.hardswish, F.leaky_relu, F.dropout, F.batch_norm,
     padding.pad_to_multiple,
+    torch.split, torch.chunk,  # along channels (the front ends lift only those)
 }
 POINTWISE_METHODS = {"add", "add_", "mul", "mul_", "sub", "relu", "relu_", "sigmoid", "tanh", "clamp",
                      "contiguous", "float", "half", "to", "type_as", "clone", "detach", "argmax"}

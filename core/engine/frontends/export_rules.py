@@ -223,7 +223,8 @@ def _sum_of_stack(lifter: Lifter, node: fx.Node) -> Any:
         for part in parts[2:]:
             total = lifter.graph.call_function(operator.add, (total, lifter.value(part)))
         return total
-    return lifter.function(node.target, *node.args, **node.kwargs)  # type: ignore[arg-type]
+    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    return lifter.function(torch.sum, source, list(dims), bool(keepdim))  # type: ignore[arg-type]
 
 
 def _stack(lifter: Lifter, node: fx.Node) -> Any:
@@ -237,6 +238,19 @@ def _plain(target: Callable[..., Any], arity: int) -> Lift:
     and softmax), its first `arity` arguments passed on."""
     def lift(lifter: Lifter, node: fx.Node) -> fx.Node:
         return lifter.function(target, *node.args[:arity])
+    return lift
+
+
+def _channel_split(target: Callable[..., Any]) -> Lift:
+    """torch.split / torch.chunk along the channels of a 4-D map (a per-pixel op); along any other axis the aten
+    call stays as it is."""
+    def lift(lifter: Lifter, node: fx.Node) -> fx.Node:
+        x, sizes = node.args[0], node.args[1]
+        dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+        rank = len(x.meta["val"].shape)  # type: ignore[union-attr]
+        if rank == 4 and dim % rank == 1:  # type: ignore[operator]
+            return lifter.function(target, x, sizes, 1)
+        return lifter.function(node.target, *node.args, **node.kwargs)  # type: ignore[arg-type]
     return lift
 
 
@@ -302,6 +316,10 @@ RULES: dict[Any, Lift] = {
     aten.bmm.default: _plain(torch.bmm, 2),
     aten.softmax.int: _plain(torch.softmax, 2),
     aten._softmax.default: _plain(torch.softmax, 2),
+    # Channel splits (Res2Net, CSP and Ghost blocks) and ResNeSt's sum over its split-attention radix
+    aten.split.Tensor: _channel_split(torch.split),
+    aten.split_with_sizes.default: _channel_split(torch.split),
+    aten.chunk.default: _channel_split(torch.chunk),
 }
 # Ops that are the identity at inference (eval-mode dropout, copies that only change the layout).
 _IDENTITY = {aten.dropout.default, aten.dropout_.default, aten.feature_dropout.default,

@@ -57,4 +57,5 @@ IR_FUNCTIONS = frozenset({
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.getitem,
     torch.cat, torch.flatten, torch.mean, F.interpolate, F.pad, dim_size, check_size,
     torch.reshape, torch.permute, torch.transpose, torch.matmul, torch.bmm, torch.softmax,  # attention blocks
+    torch.split, torch.chunk, torch.sum,  # channel splits, split attention
 })

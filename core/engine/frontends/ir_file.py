@@ -25,7 +25,8 @@ _FUNCTIONS: dict[str, Any] = {
     "check_size": check_size,
     # attention blocks (MAnet's position attention)
     "reshape": torch.reshape, "permute": torch.permute, "transpose": torch.transpose, "matmul": torch.matmul,
-    "bmm": torch.bmm, "softmax": torch.softmax,
+    "bmm": torch.bmm, "softmax": torch.softmax, "split": torch.split, "chunk": torch.chunk,
+    "sum": torch.sum,
 }
 _FUNCTION_NAMES = {id(f): name for name, f in _FUNCTIONS.items()}
 

@@ -356,13 +356,35 @@ class ConvNeXtUNet(nn.Module):
         return self.head(F.interpolate(y, scale_factor=2, mode="nearest"))
 
 
+class ChannelSplits(nn.Module):
+    """Channel splits as Res2Net, CSP and GhostNet blocks make them (`torch.split` by a size and by sizes,
+    `chunk`), and ResNeSt's split attention: a (N, radix, C, H, W) view summed over the radix."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = conv_bn(3, 16, stride=2)
+        self.b1, self.b2 = conv_bn(4, 4), conv_bn(8, 8)
+        self.radix = conv_bn(16, 32, groups=2)
+        self.head = nn.Conv2d(16, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.relu(self.stem(x))
+        a, b, c = torch.split(y, [4, 4, 8], dim=1)  # Res2Net: sizes
+        b = F.relu(self.b1(a)) + b
+        left, right = y.chunk(2, dim=1)  # CSP: halves
+        y = torch.cat([a, b, F.relu(self.b2(c)) + right], dim=1) + torch.cat([left, left], dim=1)
+        n, _, h, w = y.shape
+        y = F.relu(self.radix(y)).reshape(n, 2, 16, h, w).sum(dim=1)  # ResNeSt: sum over the radix
+        return F.interpolate(self.head(y), scale_factor=2, mode="bilinear", align_corners=False)
+
+
 CASES: dict[str, Callable[[], nn.Module]] = {
     "se_block": SEBlock, "functional_static_padding": FunctionalStaticPadding, "shape_branch": ShapeBranch,
     "fpn_merge": FPNMerge, "aspp": ASPP, "resnet_basic": ResNetBasic, "unet": TinyUNet,
     "resnet_unet": ResNetUNet,
     "learned_upsample": LearnedUpsample, "pyramid_merge": PyramidMerge, "classic_unet": ClassicUNet,
     "position_attention": PositionAttention, "instance_norm_unet": InstanceNormUNet,
-    "padding_modules": PaddingModules, "convnext_unet": ConvNeXtUNet,
+    "padding_modules": PaddingModules, "convnext_unet": ConvNeXtUNet, "channel_splits": ChannelSplits,
 }
 LOWEST_COLUMNS = {"shape_branch": 3}  # widths >= 96: the branch on `width > 64` is decided for every size
 
