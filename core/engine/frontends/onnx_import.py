@@ -135,7 +135,8 @@ def _import_node(b: Builder, node: onnx.NodeProto) -> list[Value]:
         return [DIMS_OPS[op](b, attrs)]
     if op not in HANDLERS:
         raise b.error("is supported on constants known at import time only")
-    return [HANDLERS[op](b, attrs)]
+    result = HANDLERS[op](b, attrs)
+    return result if isinstance(result, list) else [result]  # Split has an output per part
 
 
 def _constant(b: Builder, attrs: dict[str, Any]) -> np.ndarray:

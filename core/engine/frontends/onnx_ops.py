@@ -20,9 +20,9 @@ from torch import fx, nn
 from .ir import dim_size
 from .onnx_graph import Builder, Dims, Empty, GeluPart, Grouped, GroupNormed, Stacked, Value
 from .onnx_layers import group_norm_end
-from .onnx_shapes import as_dims, axes_of
+from .onnx_shapes import as_dims, axes_of, slice_spec
 
-Handler = Callable[[Builder, dict[str, Any]], Value]
+Handler = Callable[[Builder, dict[str, Any]], "Value | list[Value]"]  # a list: one value per output (Split)
 
 
 def _module(factory: Callable[[dict[str, Any]], nn.Module]) -> Handler:
@@ -204,6 +204,35 @@ def constant_of_shape(b: Builder, attrs: dict[str, Any]) -> Value:
     return Empty(dims)
 
 
+def split(b: Builder, attrs: dict[str, Any]) -> list[Value]:
+    """Split along the channels of a 4-D map (Res2Net, CSP, Ghost blocks): torch.split, one getitem per output."""
+    x = b.tensor(0)
+    rank, outputs = b.rank(x), len(b.node.output)
+    if rank != 4 or int(attrs.get("axis", 0)) % rank != 1:
+        raise b.error("splits along an axis other than the channels of a 4-D map; unsupported")
+    if "split" in attrs:
+        sizes = [int(s) for s in attrs["split"]]
+    elif len(b.node.input) > 1 and b.node.input[1]:
+        sizes = [int(s) for s in b.const(1).reshape(-1)]
+    else:
+        channels = b.static_dim(x, 1)
+        if channels is None or channels % outputs:
+            raise b.error("splits into equal parts a channel count unknown at import time")
+        sizes = [channels // outputs] * outputs
+    parts = b.call(torch.split, x, sizes, 1, rank=None)
+    return [b.call(operator.getitem, parts, i, rank=4) for i in range(len(sizes))]
+
+
+def slice_tensor(b: Builder, attrs: dict[str, Any]) -> Value:
+    """Slice of a tensor by starts / ends known at import time (GhostNet keeps its first C channels)."""
+    x = b.tensor(0)
+    rank = b.rank(x)
+    spec = slice_spec(b, rank)
+    if any(s.step not in (None, 1) for s in spec):
+        raise b.error("slices a tensor with a step; unsupported")
+    return b.call(operator.getitem, x, tuple(spec), rank=rank)
+
+
 def concat(b: Builder, attrs: dict[str, Any]) -> Value:
     parts = [b.value(i) for i in range(len(b.node.input)) if b.value(i) is not None]
     parts = [p for p in parts if not isinstance(p, Empty)]  # concatenating an empty tensor adds nothing
@@ -227,8 +256,14 @@ def unsqueeze(b: Builder, attrs: dict[str, Any]) -> Value:
 
 def reduce_sum(b: Builder, attrs: dict[str, Any]) -> Value:
     stacked = b.value(0)
-    if not isinstance(stacked, Stacked) or axes_of(b, attrs, 1) != [0] or attrs.get("keepdims", 1):
-        raise b.error("is supported only as the sum of tensors stacked on axis 0 (keepdims 0)")
+    axes = axes_of(b, attrs, 1)
+    if isinstance(stacked, fx.Node) and axes:  # a sum over axes known now (ResNeSt's split-attention radix)
+        rank = b.rank(stacked)
+        keep = bool(attrs.get("keepdims", 1))
+        return b.call(torch.sum, stacked, sorted(a % rank for a in axes), keep, rank=rank if keep else rank - len(axes))
+    if not isinstance(stacked, Stacked) or axes != [0] or attrs.get("keepdims", 1):
+        raise b.error("is supported only as the sum of tensors stacked on axis 0 (keepdims 0) or of a tensor over "
+                      "axes known at import time")
     total = stacked.nodes[0]
     for node in stacked.nodes[1:]:
         total = b.call(operator.add, total, node, rank=b.rank(node))
@@ -278,6 +313,8 @@ def flatten(b: Builder, attrs: dict[str, Any]) -> Value:
 OPS: dict[str, Handler] = {
     "Add": _binary(operator.add),
     "ConstantOfShape": constant_of_shape,
+    "Split": split,
+    "Slice": slice_tensor,
     "Sub": _binary(operator.sub),
     "Mul": _binary(operator.mul),
     "Div": _binary(operator.truediv),

@@ -34,7 +34,7 @@ def axes_of(b: Builder, attrs: dict[str, Any], index: int) -> list[int]:
     return [] if value is None else [int(a) for a in b.const(index).reshape(-1)]
 
 
-def _slice_spec(b: Builder, rank: int) -> list[slice]:
+def slice_spec(b: Builder, rank: int) -> list[slice]:
     starts, ends = b.const(1).reshape(-1), b.const(2).reshape(-1)
     axes = b.const(3, np.arange(len(starts))).reshape(-1)
     steps = b.const(4, np.ones(len(starts), dtype=np.int64)).reshape(-1)
@@ -52,7 +52,7 @@ def _np_slice(b: Builder, ins: list[Any], attrs: dict[str, Any]) -> np.ndarray:
         for start, end, axis in zip(attrs["starts"], attrs["ends"], axes):
             spec[int(axis) % ins[0].ndim] = slice(int(start), min(int(end), INT64_MAX // 2))
         return ins[0][tuple(spec)]
-    return ins[0][tuple(_slice_spec(b, ins[0].ndim))]
+    return ins[0][tuple(slice_spec(b, ins[0].ndim))]
 
 
 def _np_reshape(b: Builder, ins: list[Any], attrs: dict[str, Any]) -> np.ndarray:
@@ -168,7 +168,7 @@ def _gather(b: Builder, attrs: dict[str, Any]) -> Value:
 def _slice(b: Builder, attrs: dict[str, Any]) -> Value:
     dims = _dims(b, 0)
     grid = _grid(dims)
-    return _from_grid(grid[tuple(_slice_spec(b, grid.ndim))], dims)
+    return _from_grid(grid[tuple(slice_spec(b, grid.ndim))], dims)
 
 
 def _transpose(b: Builder, attrs: dict[str, Any]) -> Value:

@@ -18,7 +18,7 @@ from leanseg.core.engine import compile
 from leanseg.core.engine.frontends import IR_FUNCTIONS, FrontendError
 from leanseg.core.engine.frontends.onnx_import import import_onnx
 
-from .export_nets import ConvNeXtUNet, PaddingModules
+from .export_nets import ChannelSplits, ConvNeXtUNet, PaddingModules
 from .nets import randomise_batchnorm
 
 SIZES = ((64, 96), (96, 64), (70, 90))
@@ -177,6 +177,20 @@ class UpsampleToInput(nn.Module):
         return F.interpolate(half, size=x.shape[-2:], mode="bilinear", align_corners=False)
 
 
+class GhostSlice(nn.Module):
+    """GhostNet's module: a primary conv and a cheap depthwise one concatenated, then the first C channels
+    kept (a Slice of a tensor by constants)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.primary, self.cheap = conv_bn(3, 6), conv_bn(6, 6, groups=6)
+        self.head = nn.Conv2d(5, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.relu(self.primary(x))
+        return self.head(torch.cat([y, F.relu(self.cheap(y))], dim=1)[:, :5])
+
+
 CASES: dict[str, tuple[Callable[[], nn.Module], tuple[tuple[int, int], ...]]] = {
     "conv_chain": (ConvChain, SIZES),
     "depthwise_separable": (DepthwiseSeparable, SIZES),
@@ -191,6 +205,8 @@ CASES: dict[str, tuple[Callable[[], nn.Module], tuple[tuple[int, int], ...]]] = 
     "padding_modules": (PaddingModules, SIZES),  # ONNX Pad in constant, reflect and edge modes
     # LayerNormalization between Transposes; ConstantOfShape of an empty skip, its Shape read and concatenated
     "convnext_unet": (ConvNeXtUNet, ((64, 96), (96, 64), (72, 88))),  # a stride-4 stem: multiples of 4
+    "channel_splits": (ChannelSplits, SIZES),  # Split by sizes and in halves, ReduceSum over the radix axis
+    "ghost_slice": (GhostSlice, SIZES),
 }
 
 
