@@ -9,6 +9,7 @@ from functools import partial
 from typing import cast
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, fx, nn
 
 from .band_pool import EDGE_BANDS, row_bands, run_bands
@@ -56,10 +57,18 @@ class BandedInvertedResidual(nn.Module):
         self._pad, self._kernel = padding[0], conv.kernel_size[0]
         self._width_padding = (0, padding[1])
         self.hidden_channels = conv.in_channels
+        # (left, right, top, bottom): a zero pad the graph applies before the depthwise (EfficientNet's static
+        # "same" padding, asymmetric at stride 2); each band pads the rows and columns it reads instead
+        self.zero_pad: tuple[int, int, int, int] | None = None
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
         conv = self.depthwise.conv
         span = self._dilation * (self._kernel - 1) + 1
+        if self.zero_pad is not None:
+            left, right, top, bottom = self.zero_pad
+            span_w = conv.dilation[1] * (conv.kernel_size[1] - 1) + 1
+            return ((height + top + bottom - span) // self._stride + 1,
+                    (width + left + right - span_w) // conv.stride[1] + 1)
         out_h = (height + 2 * self._pad - span) // self._stride + 1
         out_w = (width + 2 * self._width_padding[1] - conv.dilation[1] * (conv.kernel_size[1] - 1) - 1) \
             // conv.stride[1] + 1
@@ -107,6 +116,7 @@ class BandedInvertedResidual(nn.Module):
         adds_into_input = self.residual and self.project is not None
         replaces_input = not self.residual and self.expand is None and self.project is None  # a depthwise alone
         if (not (adds_into_input or replaces_input) or self._stride != 1 or self.parts != (Part(),)
+                or self.zero_pad is not None
                 or self.addend is not None or len(inputs) != 1 or not x.is_contiguous(memory_format=CHANNELS_LAST)
                 or self.output_size(x.shape[2], x.shape[3]) != tuple(x.shape[2:])):
             return self.forward(*inputs)
@@ -185,6 +195,8 @@ class BandedInvertedResidual(nn.Module):
                         read_rows: RowReader | None = None) -> tuple[Tensor, int]:
         """Depthwise output rows [top, bottom), expanding only the input rows they read (through `read_rows`
         when given); and the bytes of temporaries made for them."""
+        if self.zero_pad is not None:
+            return self._zero_padded_band(inputs, height, top, bottom)
         stride, pad = self._stride, self._pad
         span = self._dilation * (self._kernel - 1) + 1
         first = top * stride - pad  # first input row the band's window reads (may be padding)
@@ -208,6 +220,25 @@ class BandedInvertedResidual(nn.Module):
         band = self.depthwise(expanded, padding=padding)[:, :, skip:skip + bottom - top]
         made_bytes = max(building_bytes, made_bytes + band.untyped_storage().nbytes())
         return band, made_bytes
+
+    def _zero_padded_band(self, inputs: tuple[Tensor, ...], height: int, top: int, bottom: int) -> tuple[Tensor, int]:
+        """Depthwise output rows [top, bottom) behind an explicit zero pad: the input rows the band reads,
+        expanded, padded with the zero rows and columns of the pad that fall in the band, then convolved with
+        no padding of its own."""
+        left, right, pad_top, _ = self.zero_pad  # type: ignore[misc]
+        span = self._dilation * (self._kernel - 1) + 1
+        first = top * self._stride - pad_top  # in input rows; rows < 0 or >= height are the pad's zeros
+        last = (bottom - 1) * self._stride - pad_top + span
+        low, high = max(first, 0), min(last, height)
+        rows, building_bytes = virtual_rows(inputs, self.parts, low, high, self.producers)
+        made_bytes = 0 if self.parts == (Part(),) else rows.untyped_storage().nbytes()
+        expanded = self.expand(rows) if self.expand is not None else rows
+        if self.expand is not None:
+            made_bytes += expanded.untyped_storage().nbytes()
+        padded = F.pad(expanded, (left, right, low - first, last - high))
+        band = self.depthwise(padded, padding=(0, 0))
+        made_bytes += padded.untyped_storage().nbytes() + band.untyped_storage().nbytes()
+        return band, max(building_bytes, made_bytes)
 
     def _merged_band(self, inputs: tuple[Tensor, ...], height: int, first: int, last: int,
                      padding: tuple[int, int], skip: int, count: int) -> tuple[Tensor, int]:
@@ -246,6 +277,22 @@ def _is_depthwise(module: nn.Module | None) -> bool:
             and conv.padding_mode == "zeros")
 
 
+def _zero_pad_before(graph_module: fx.GraphModule, node: fx.Node) -> tuple[int, int, int, int] | None:
+    """(left, right, top, bottom) of a constant zero F.pad of H and W whose only reader is `node`, a depthwise
+    conv with no padding of its own; else None."""
+    conv = cast(ConvAct, module_of(graph_module, node)).conv
+    pad = node.args[0]
+    if (conv.padding != (0, 0) or not isinstance(pad, fx.Node) or pad.op != "call_function" or pad.target is not F.pad
+            or single_user(pad) is not node or not isinstance(pad.args[0], fx.Node)):
+        return None
+    amounts = pad.args[1] if len(pad.args) > 1 else pad.kwargs.get("pad")
+    mode, value = pad.kwargs.get("mode", "constant"), pad.kwargs.get("value", 0.0)
+    if (len(pad.args) > 2 or mode != "constant" or value not in (0, 0.0, None) or not isinstance(amounts, (list, tuple))
+            or len(amounts) != 4 or not all(isinstance(a, int) and a >= 0 for a in amounts)):
+        return None
+    return cast(tuple[int, int, int, int], tuple(amounts))
+
+
 def split_inverted_residuals(graph_module: fx.GraphModule) -> int:
     """Replace each [expand ->] depthwise -> project [+ x] chain by one BandedInvertedResidual node.
 
@@ -258,13 +305,19 @@ def split_inverted_residuals(graph_module: fx.GraphModule) -> int:
             continue
         source = node.args[0]
         assert isinstance(source, fx.Node)
-        expand = source if _is_pointwise(module_of(graph_module, source)) and single_user(source) is node else None
+        zero_pad = _zero_pad_before(graph_module, node)
+        reader = node  # the depthwise, or the zero pad before it
+        if zero_pad is not None:
+            reader, source = source, source.args[0]  # type: ignore[assignment]
+            assert isinstance(source, fx.Node)
+        expand = source if _is_pointwise(module_of(graph_module, source)) and single_user(source) is reader else None
         project = single_user(node)
         if project is None or not _is_pointwise(module_of(graph_module, project)):
             # e.g. squeeze-excitation reads the whole depthwise output: a stride-1 depthwise alone, in bands
-            # that may overwrite its input where the input dies there (forward_in_place)
+            # that may overwrite its input where the input dies there (forward_in_place); behind a zero pad,
+            # at any stride, in bands that pad themselves (no padded copy of the input)
             depthwise = cast(ConvAct, module_of(graph_module, node))
-            if single_user(source) is not node or depthwise.conv.stride[0] != 1:
+            if single_user(source) is not reader or (depthwise.conv.stride[0] != 1 and zero_pad is None):
                 continue
             expand = project = None
         block_input = expand.args[0] if expand is not None else source
@@ -282,6 +335,7 @@ def split_inverted_residuals(graph_module: fx.GraphModule) -> int:
             module_of(graph_module, project) if project is not None else None,  # type: ignore[arg-type]
             residual,
         )
+        module.zero_pad = zero_pad
         name = f"{node.target}_banded".replace(".", "_")
         graph_module.add_submodule(name, module)
         with graph.inserting_after(last):

@@ -378,6 +378,31 @@ class ChannelSplits(nn.Module):
         return F.interpolate(self.head(y), scale_factor=2, mode="bilinear", align_corners=False)
 
 
+class StaticPadMBConv(nn.Module):
+    """EfficientNet's MBConv blocks as smp's `efficientnet-b0` encoder writes them: 1x1 expand, `nn.ZeroPad2d`
+    with TF "same" amounts (asymmetric at stride 2), an unpadded depthwise, squeeze-excitation, 1x1 project."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = conv_bn(3, 8)
+        self.expand1, self.pad1, self.dw1 = conv_bn(8, 32, 1), nn.ZeroPad2d((0, 1, 0, 1)), \
+            nn.Sequential(nn.Conv2d(32, 32, 3, 2, groups=32, bias=False), nn.BatchNorm2d(32))
+        self.project1 = conv_bn(32, 12, 1)
+        self.expand2, self.pad2, self.dw2 = conv_bn(12, 48, 1), nn.ZeroPad2d(2), \
+            nn.Sequential(nn.Conv2d(48, 48, 5, groups=48, bias=False), nn.BatchNorm2d(48))
+        self.squeeze, self.excite = nn.Conv2d(48, 4, 1), nn.Conv2d(4, 48, 1)
+        self.project2 = conv_bn(48, 12, 1)
+        self.lateral, self.head = nn.Conv2d(8, 12, 1), nn.Conv2d(12, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = s = F.silu(self.stem(x))
+        y = self.project1(F.silu(self.dw1(self.pad1(F.silu(self.expand1(y))))))  # no SE: a whole banded block
+        z = F.silu(self.dw2(self.pad2(F.silu(self.expand2(y)))))  # SE reads the depthwise's whole output
+        z = z * torch.sigmoid(self.excite(F.silu(self.squeeze(z.mean((2, 3), keepdim=True)))))
+        y = y + self.project2(z) + self.lateral(F.avg_pool2d(s, 2))  # the image's detail, so classes vary
+        return F.interpolate(self.head(y), scale_factor=2, mode="bilinear", align_corners=False)
+
+
 CASES: dict[str, Callable[[], nn.Module]] = {
     "se_block": SEBlock, "functional_static_padding": FunctionalStaticPadding, "shape_branch": ShapeBranch,
     "fpn_merge": FPNMerge, "aspp": ASPP, "resnet_basic": ResNetBasic, "unet": TinyUNet,
@@ -385,6 +410,7 @@ CASES: dict[str, Callable[[], nn.Module]] = {
     "learned_upsample": LearnedUpsample, "pyramid_merge": PyramidMerge, "classic_unet": ClassicUNet,
     "position_attention": PositionAttention, "instance_norm_unet": InstanceNormUNet,
     "padding_modules": PaddingModules, "convnext_unet": ConvNeXtUNet, "channel_splits": ChannelSplits,
+    "static_pad_mbconv": StaticPadMBConv,
 }
 LOWEST_COLUMNS = {"shape_branch": 3}  # widths >= 96: the branch on `width > 64` is decided for every size
 

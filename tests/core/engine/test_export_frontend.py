@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, fx, nn
 
 from leanseg.core.engine import compile
+from leanseg.core.engine.bands import BandedInvertedResidual
 from leanseg.core.engine.chain import BandedChain
 from leanseg.core.engine.frontends.export_lift import lift_exported_program
 from leanseg.core.engine.frontends.ir import OutsideCapturedSizes
@@ -214,6 +215,20 @@ def test_channel_layer_norms_are_per_pixel_steps_and_survive_a_bundle(exported: 
         plan = compile(loaded.model, device="cpu", memory_budget=2**20)
         assert not plan.fallbacks, plan.fallbacks
         assert (plan.run(x, output="logits") - expected).abs().max().item() <= 1e-4
+
+
+@pytest.mark.parametrize("size", [(256, 192), (250, 190)])
+def test_a_zero_pad_before_a_depthwise_is_made_band_by_band(size: tuple[int, int], exported: dict[str, Path]) -> None:
+    """EfficientNet's static "same" pad (asymmetric at stride 2) no longer copies the expanded map whole: the
+    blocks band, each band padding the rows and columns it reads, in many bands (a small budget)."""
+    model = nets.made("static_pad_mbconv")
+    plan = compile(load_model(exported["static_pad_mbconv"]).model, device="cpu", memory_budget=2**20)
+    assert plan.graph_module is not None
+    assert not [n for n in plan.graph_module.graph.nodes if n.target is F.pad]
+    padded = [m.zero_pad for m in plan.graph_module.modules() if isinstance(m, BandedInvertedResidual)]
+    assert sorted(p for p in padded if p is not None) == [(0, 1, 0, 1), (2, 2, 2, 2)]
+    x = torch.randn(1, 3, *size, generator=torch.Generator().manual_seed(size[1]))
+    assert (plan.run(x, output="logits") - eager_reference(model, x)).abs().max().item() <= 1e-4
 
 
 def test_a_bundle_of_the_program_keeps_its_size_checks(exported: dict[str, Path], tmp_path: Path) -> None:
