@@ -28,6 +28,7 @@ from .residual import ResidualConv, fuse_residual_convs
 from .schedule import full_size_term_first, run_consumers_early
 from .shapes import input_channels, sizes_to_scales
 from .size_arith import fold_size_arithmetic
+from .spelled_out import lift_spelled_out_activations
 from .stem import band_image_stem
 from .transposed import TransposedConvAct, fuse_transposed_convs
 from .virtual import fuse_concat_inputs
@@ -71,6 +72,7 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
         f"removed {fold_size_arithmetic(graph_module, channels)} pads that are zero at every size",
         f"{sizes_to_scales(graph_module, channels)} resizes to another tensor's size are "
         "integer scales",
+        f"{lift_spelled_out_activations(graph_module)} spelled-out activations (x * sigmoid(x)) made one module",
         f"folded {fold_batchnorm(graph_module)} BatchNorm layers into convolutions",
         f"fused {fuse_conv_activation(graph_module)} conv + activation pairs",
         f"{fuse_transposed_convs(graph_module)} transposed convs (learned upsampling) known to the engine",

@@ -403,6 +403,22 @@ class StaticPadMBConv(nn.Module):
         return F.interpolate(self.head(y), scale_factor=2, mode="bilinear", align_corners=False)
 
 
+class SpelledOutActivations(nn.Module):
+    """timm's Swish `x * sigmoid(x)` and a hard swish written `x * hardsigmoid(x)`, each after a conv."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.mid = conv_bn(3, 8, stride=2), conv_bn(8, 8)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.stem(x)
+        y = y * torch.sigmoid(y)
+        y = self.mid(y)
+        y = y * F.hardsigmoid(y)
+        return F.interpolate(self.head(y), scale_factor=2, mode="bilinear", align_corners=False)
+
+
 CASES: dict[str, Callable[[], nn.Module]] = {
     "se_block": SEBlock, "functional_static_padding": FunctionalStaticPadding, "shape_branch": ShapeBranch,
     "fpn_merge": FPNMerge, "aspp": ASPP, "resnet_basic": ResNetBasic, "unet": TinyUNet,
@@ -410,7 +426,7 @@ CASES: dict[str, Callable[[], nn.Module]] = {
     "learned_upsample": LearnedUpsample, "pyramid_merge": PyramidMerge, "classic_unet": ClassicUNet,
     "position_attention": PositionAttention, "instance_norm_unet": InstanceNormUNet,
     "padding_modules": PaddingModules, "convnext_unet": ConvNeXtUNet, "channel_splits": ChannelSplits,
-    "static_pad_mbconv": StaticPadMBConv,
+    "static_pad_mbconv": StaticPadMBConv, "spelled_out_activations": SpelledOutActivations,
 }
 LOWEST_COLUMNS = {"shape_branch": 3}  # widths >= 96: the branch on `width > 64` is decided for every size
 

@@ -15,6 +15,7 @@ from leanseg.core.engine.bands import BandedInvertedResidual
 from leanseg.core.engine.chain import BandedChain
 from leanseg.core.engine.frontends.export_lift import lift_exported_program
 from leanseg.core.engine.frontends.ir import OutsideCapturedSizes
+from leanseg.core.engine.fuse import ConvAct
 from leanseg.core.engine.merge_bands import UpsampleAdd
 from leanseg.core.model.bundle import save_bundle
 from leanseg.core.model.graph_model import GraphModel
@@ -229,6 +230,16 @@ def test_a_zero_pad_before_a_depthwise_is_made_band_by_band(size: tuple[int, int
     assert sorted(p for p in padded if p is not None) == [(0, 1, 0, 1), (2, 2, 2, 2)]
     x = torch.randn(1, 3, *size, generator=torch.Generator().manual_seed(size[1]))
     assert (plan.run(x, output="logits") - eager_reference(model, x)).abs().max().item() <= 1e-4
+
+
+def test_spelled_out_activations_become_one_fused_module(exported: dict[str, Path]) -> None:
+    """x * sigmoid(x) and x * hardsigmoid(x): each one activation fused into its conv, no gate map beside x."""
+    plan = compile(load_model(exported["spelled_out_activations"]).model, device="cpu")
+    assert "2 spelled-out activations (x * sigmoid(x)) made one module" in plan.notes
+    assert plan.graph_module is not None
+    activations = sorted(str(m.activation) for m in plan.graph_module.modules() if isinstance(m, ConvAct))
+    assert "hardswish" in activations and "silu" in activations, activations
+    assert not ({"mul", "sigmoid", "hardsigmoid", "Sigmoid", "Hardsigmoid"} & kinds(plan.graph_module))
 
 
 def test_a_bundle_of_the_program_keeps_its_size_checks(exported: dict[str, Path], tmp_path: Path) -> None:
