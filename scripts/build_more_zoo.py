@@ -14,7 +14,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-spec = importlib.util.spec_from_file_location("zoo_build", Path(__file__).resolve().parents[2] / "shared" / "zoo" / "build.py")
+ZOO_BUILD = Path(__file__).resolve().parents[2] / "shared" / "zoo" / "build.py"
+spec = importlib.util.spec_from_file_location("zoo_build", ZOO_BUILD)
 zoo = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(zoo)
 
