@@ -208,18 +208,25 @@ class BandedInvertedResidual(nn.Module):
             first, padding = (top - skip) * stride, (pad, self._width_padding[1])
         if self.addend is not None:
             return self._merged_band(inputs, height, first, min(last, height), padding, skip, bottom - top)
-        if read_rows is not None:
-            rows, building_bytes = read_rows(first, min(last, height))
-            made_bytes = building_bytes
-        else:
-            rows, building_bytes = virtual_rows(inputs, self.parts, first, min(last, height), self.producers)
-            made_bytes = 0 if self.parts == (Part(),) else rows.untyped_storage().nbytes()  # else a view
-        expanded = self.expand(rows) if self.expand is not None else rows
-        if self.expand is not None:
-            made_bytes += expanded.untyped_storage().nbytes()
+        expanded, building_bytes, made_bytes = self._expanded_rows(inputs, first, min(last, height), read_rows)
         band = self.depthwise(expanded, padding=padding)[:, :, skip:skip + bottom - top]
         made_bytes = max(building_bytes, made_bytes + band.untyped_storage().nbytes())
         return band, made_bytes
+
+    def _expanded_rows(self, inputs: tuple[Tensor, ...], first: int, last: int,
+                       read_rows: RowReader | None = None) -> tuple[Tensor, int, int]:
+        """Input rows [first, last) (through `read_rows` when given), expanded; with the bytes held while the
+        rows were built and the bytes of the temporaries made."""
+        if read_rows is not None:
+            rows, building_bytes = read_rows(first, last)
+            made_bytes = building_bytes
+        else:
+            rows, building_bytes = virtual_rows(inputs, self.parts, first, last, self.producers)
+            made_bytes = 0 if self.parts == (Part(),) else rows.untyped_storage().nbytes()  # else a view
+        if self.expand is None:
+            return rows, building_bytes, made_bytes
+        expanded = self.expand(rows)
+        return expanded, building_bytes, made_bytes + expanded.untyped_storage().nbytes()
 
     def _zero_padded_band(self, inputs: tuple[Tensor, ...], height: int, top: int, bottom: int) -> tuple[Tensor, int]:
         """Depthwise output rows [top, bottom) behind an explicit zero pad: the input rows the band reads,
@@ -230,11 +237,7 @@ class BandedInvertedResidual(nn.Module):
         first = top * self._stride - pad_top  # in input rows; rows < 0 or >= height are the pad's zeros
         last = (bottom - 1) * self._stride - pad_top + span
         low, high = max(first, 0), min(last, height)
-        rows, building_bytes = virtual_rows(inputs, self.parts, low, high, self.producers)
-        made_bytes = 0 if self.parts == (Part(),) else rows.untyped_storage().nbytes()
-        expanded = self.expand(rows) if self.expand is not None else rows
-        if self.expand is not None:
-            made_bytes += expanded.untyped_storage().nbytes()
+        expanded, building_bytes, made_bytes = self._expanded_rows(inputs, low, high)
         padded = F.pad(expanded, (left, right, low - first, last - high))
         band = self.depthwise(padded, padding=(0, 0))
         made_bytes += padded.untyped_storage().nbytes() + band.untyped_storage().nbytes()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import copy
-import operator
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +14,8 @@ from .capture import CaptureError, capture
 from .chain import BandedChain, banded_tail
 from .fold import fold_batchnorm, remove_no_ops, upsample_modules_to_calls
 from .frontends.channel_norm import ChannelLayerNorm
-from .frontends.ir import check_size, dim_size
+from .frontends.ir import IR_FUNCTIONS, check_size
+from .frontends.spelled_out import lift_spelled_out_activations
 from .fuse import ConvAct, fuse_conv_activation
 from .groupnorm import GroupNormAct, fuse_groupnorm_activation
 from .head import LabelsHead, labels_head
@@ -28,7 +28,6 @@ from .residual import ResidualConv, fuse_residual_convs
 from .schedule import full_size_term_first, run_consumers_early
 from .shapes import input_channels, sizes_to_scales
 from .size_arith import fold_size_arithmetic
-from .spelled_out import lift_spelled_out_activations
 from .stem import band_image_stem
 from .transposed import TransposedConvAct, fuse_transposed_convs
 from .virtual import fuse_concat_inputs
@@ -40,12 +39,8 @@ _KNOWN_MODULES = (ConvAct, TransposedConvAct, BandedInvertedResidual, LabelsHead
                   GroupNormAct, UpsampleAdd, nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardtanh,
                   nn.Hardswish, nn.SiLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Upsample,
                   nn.Hardsigmoid, nn.Sigmoid, nn.GELU, nn.GroupNorm, nn.Softmax, nn.LeakyReLU, ChannelLayerNorm)
-_KNOWN_FUNCTIONS = {operator.add, operator.mul, operator.getitem, torch.add, torch.mul, torch.cat, F.interpolate,
-                    F.max_pool2d, F.avg_pool2d, F.relu, F.relu6, F.hardswish, F.silu, torch.relu, crop_like,
-                    pad_to_multiple, shape_of, dim_size, check_size, F.pad, operator.sub, operator.floordiv,
-                    operator.truediv, torch.flatten, torch.transpose, torch.permute, torch.reshape, torch.matmul,
-                    torch.bmm, torch.softmax, torch.mean, torch.sigmoid, torch.split, torch.chunk,
-                    torch.sum}
+_KNOWN_FUNCTIONS = IR_FUNCTIONS | {torch.add, torch.mul, F.max_pool2d, F.avg_pool2d, F.relu, F.relu6, F.hardswish,
+                                   F.silu, torch.relu, torch.sigmoid, crop_like, pad_to_multiple, shape_of}
 
 
 def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype = torch.float32,

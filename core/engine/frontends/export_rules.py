@@ -196,21 +196,16 @@ def _mean(lifter: Lifter, node: fx.Node) -> fx.Node:
     return lifter.function(torch.mean, x, list(dims), bool(keepdim))  # type: ignore[arg-type]
 
 
-def _constant_pad(lifter: Lifter, node: fx.Node) -> fx.Node:
-    """aten.constant_pad_nd(x, pad, value=0)."""
-    x, pad = node.args[0], node.args[1]
-    value = node.args[2] if len(node.args) > 2 else node.kwargs.get("value", 0.0)
-    return lifter.function(F.pad, x, list(pad), value=float(value or 0.0))  # type: ignore[arg-type]
-
-
 def _pad(lifter: Lifter, node: fx.Node) -> fx.Node:
-    """aten.pad(x, pad, mode="constant", value=None): F.pad as written (nn.ZeroPad2d, EfficientNet's same padding)."""
+    """aten.constant_pad_nd(x, pad, value=0), or aten.pad(x, pad, mode="constant", value=None) as nn.ZeroPad2d
+    and padding modes write it: F.pad."""
     x, pad = node.args[0], node.args[1]
-    mode = node.args[2] if len(node.args) > 2 else node.kwargs.get("mode", "constant")
-    value = node.args[3] if len(node.args) > 3 else node.kwargs.get("value")
+    names = ("value",) if node.target is aten.constant_pad_nd.default else ("mode", "value")
+    options = {**dict(zip(names, node.args[2:])), **node.kwargs}
+    mode = options.get("mode", "constant")
     if mode != "constant":
         return lifter.function(F.pad, x, list(pad), mode=mode)  # type: ignore[arg-type]
-    return lifter.function(F.pad, x, list(pad), value=float(value or 0.0))  # type: ignore[arg-type]
+    return lifter.function(F.pad, x, list(pad), value=float(options.get("value") or 0.0))  # type: ignore[arg-type]
 
 
 def _sum_of_stack(lifter: Lifter, node: fx.Node) -> Any:
@@ -300,7 +295,7 @@ RULES: dict[Any, Lift] = {
     aten.avg_pool2d.default: _avg_pool,
     aten.adaptive_avg_pool2d.default: _adaptive_avg_pool,
     aten.mean.dim: _mean,
-    aten.constant_pad_nd.default: _constant_pad,
+    aten.constant_pad_nd.default: _pad,
     aten.pad.default: _pad,
     aten.stack.default: _stack,
     aten.sum.dim_IntList: _sum_of_stack,

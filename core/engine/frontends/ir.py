@@ -8,6 +8,8 @@ width (an upsample to the input's size, a pad to a multiple) are computed in the
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -53,9 +55,15 @@ IR_MODULES: tuple[type[nn.Module], ...] = (
     nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, ChannelLayerNorm,
 )
 
-IR_FUNCTIONS = frozenset({
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.getitem,
-    torch.cat, torch.flatten, torch.mean, F.interpolate, F.pad, dim_size, check_size,
-    torch.reshape, torch.permute, torch.transpose, torch.matmul, torch.bmm, torch.softmax,  # attention blocks
-    torch.split, torch.chunk, torch.sum,  # channel splits, split attention
-})
+IR_FUNCTIONS_BY_NAME: dict[str, Callable[..., Any]] = {  # the names an IR file stores them by
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+    "floordiv": operator.floordiv, "getitem": operator.getitem, "cat": torch.cat, "flatten": torch.flatten,
+    "mean": torch.mean, "interpolate": F.interpolate, "pad": F.pad, "dim_size": dim_size,
+    "check_size": check_size,
+    # attention blocks (MAnet's position attention)
+    "reshape": torch.reshape, "permute": torch.permute, "transpose": torch.transpose, "matmul": torch.matmul,
+    "bmm": torch.bmm, "softmax": torch.softmax,
+    # channel splits (Res2Net, CSP, GhostNet) and ResNeSt's sum over its split-attention radix
+    "split": torch.split, "chunk": torch.chunk, "sum": torch.sum,
+}
+IR_FUNCTIONS = frozenset(IR_FUNCTIONS_BY_NAME.values())

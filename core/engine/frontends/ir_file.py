@@ -6,28 +6,17 @@ the aten namespace only). Anything else is refused when saving, so whatever load
 """
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import fx, nn
 
 from .channel_norm import ChannelLayerNorm
-from .ir import FrontendError, check_size, dim_size
+from .ir import IR_FUNCTIONS_BY_NAME, FrontendError
 
 IR_FILE_VERSION = 1
 
-_FUNCTIONS: dict[str, Any] = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
-    "floordiv": operator.floordiv, "getitem": operator.getitem, "cat": torch.cat, "flatten": torch.flatten,
-    "mean": torch.mean, "interpolate": F.interpolate, "pad": F.pad, "dim_size": dim_size,
-    "check_size": check_size,
-    # attention blocks (MAnet's position attention)
-    "reshape": torch.reshape, "permute": torch.permute, "transpose": torch.transpose, "matmul": torch.matmul,
-    "bmm": torch.bmm, "softmax": torch.softmax, "split": torch.split, "chunk": torch.chunk,
-    "sum": torch.sum,
-}
+_FUNCTIONS = IR_FUNCTIONS_BY_NAME
 _FUNCTION_NAMES = {id(f): name for name, f in _FUNCTIONS.items()}
 
 # Constructor arguments of each module kind, read back from the module's attributes.

@@ -23,6 +23,7 @@ from .onnx_graph import Builder, Dims, Value, attributes
 from .onnx_layers import LAYERS
 from .onnx_ops import OPS
 from .onnx_shapes import DIMS_OPS, FOLDERS
+from .spelled_out import lift_spelled_out_activations
 
 HANDLERS = {**LAYERS, **OPS}
 PASS_THROUGH = ("Identity", "Dropout")
@@ -58,9 +59,10 @@ def import_onnx(model: onnx.ModelProto | str | Path, *, name: str = "") -> fx.Gr
                             f"the input")
     builder.graph.output(result)
     graph_module = fx.GraphModule(builder.root, builder.graph, class_name="OnnxGraph")
-    graph_module.graph.eliminate_dead_code()  # pattern leftovers: a SiLU's sigmoid, GELU's division
+    graph_module.graph.eliminate_dead_code()  # pattern leftovers: GELU's division
     graph_module.delete_all_unused_submodules()
     graph_module.recompile()
+    lift_spelled_out_activations(graph_module)  # torch.onnx writes SiLU as x * sigmoid(x)
     return graph_module.eval()
 
 

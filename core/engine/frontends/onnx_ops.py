@@ -2,7 +2,7 @@
 
 Activations become their torch.nn module; arithmetic, concatenation, resizing and padding become
 `operator.*`, torch.cat, F.interpolate and F.pad calls. Multi-node patterns that torch.onnx expands
-are put back together: x * sigmoid(x) -> SiLU, the erf form -> GELU, GroupNorm's reshape /
+are put back together: the erf form -> GELU, GroupNorm's reshape /
 InstanceNorm / reshape / mul / add -> one GroupNorm, and FPN's stack-then-sum -> a chain of adds.
 """
 from __future__ import annotations
@@ -60,11 +60,6 @@ def _binary(function: Callable[[Any, Any], Any]) -> Handler:
         fused = _gelu_step(b, function, left, right)
         if fused is not None:
             return fused
-        if function is operator.mul:
-            for index, (this, other) in enumerate(((left, right), (right, left))):
-                if isinstance(b.module_of(this), nn.Sigmoid) and isinstance(this, fx.Node) \
-                        and isinstance(other, fx.Node) and this.args[0] is other and b.only_reader(index):
-                    return b.call_module(nn.SiLU(), other, rank=b.rank(other))
         node = b.call(function, b.operand(left), b.operand(right), rank=None)
         ranks = [v.meta.get("rank") if isinstance(v, fx.Node) else v.ndim for v in (left, right)
                  if isinstance(v, (fx.Node, np.ndarray))]
