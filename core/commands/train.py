@@ -58,6 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the last N epochs train on full-size crops (--full-crop) at scale 1")
     p.add_argument("--full-crop", type=int, nargs=2, default=defaults.full_crop, metavar=("H", "W"),
                    help="crop of the --finetune-full-epochs")
+    p.add_argument("--init-from", type=Path, default=None, metavar="CHECKPOINT",
+                   help="start from this leanseg .safetensors checkpoint's weights (same model and classes) "
+                        "instead of random ones: a second schedule after a finished run")
     p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
     p.add_argument("--export", type=Path, default=None, help="copy the best checkpoint here at the end")
     p.set_defaults(run=run)
@@ -82,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             exposure=tuple(args.exposure), colour_cast=args.colour_cast, class_weighting=args.class_weighting,
             weight_decay=args.weight_decay, ema_decay=args.ema,
             label_smoothing=args.label_smoothing, finetune_full_epochs=args.finetune_full_epochs,
-            full_crop=tuple(args.full_crop),
+            full_crop=tuple(args.full_crop), init_from=str(args.init_from or ""),
         )
         command = "leanseg " + " ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--resume")
         result = train(config, resume=args.resume, command=command, log=lambda line: print(line, flush=True))

@@ -17,7 +17,8 @@ from torch import nn
 
 from ..device import resolve_device
 from ..model import MobileUNetConfig, PlainUNetConfig, build_model
-from ..model.checkpoint import ModelInfo, save_checkpoint
+from ..model.checkpoint import CheckpointError, ModelInfo, load_checkpoint, save_checkpoint
+from ..model.config import config_to_dict
 from .augment import AugmentConfig, augment
 from .batches import IMAGENET_MEAN, IMAGENET_STD, to_batch
 from .checkpointing import plan_activation_checkpointing
@@ -31,7 +32,8 @@ from .options import TrainConfig
 from .state import load_state, save_state
 
 Log = Callable[[str], None]
-LOCATIONS = ("data_dir", "spec_path", "out_dir")  # TrainConfig fields a resume may change
+LOCATIONS = ("data_dir", "spec_path", "out_dir", "init_from")  # TrainConfig fields a resume may change
+# (init_from: the starting weights are in the resume state by then)
 
 
 def model_for(config: TrainConfig, spec: DatasetSpec) -> nn.Module:
@@ -58,7 +60,11 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
     spec = load_spec(config.spec_path)
     ignore = spec.ignore_index if spec.ignore_index is not None else 255
     torch.manual_seed(config.seed)
-    model = model_for(config, spec).to(device).to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    model = model_for(config, spec)
+    state_path = out_dir / "last.pt"
+    resuming = resume and state_path.is_file()
+    parent = _load_initial_weights(model, config, spec) if config.init_from and not resuming else None
+    model = model.to(device).to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     ema = WeightAverage(model, config.ema_decay) if config.ema_decay else None  # before checkpointing wraps it
     if config.checkpointing:  # the segments a cost model picks for batches of this shape
         shape = (config.batch_size, model.config.in_channels, *config.crop)
@@ -77,8 +83,7 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
     )
     history: list[dict] = []
     best_miou, start_epoch = -1.0, 0
-    state_path = out_dir / "last.pt"
-    if resume and state_path.is_file():
+    if resuming:
         state = load_state(state_path)
         if _training_options(_with_defaults(state["config"])) != _training_options(_config_dict(config)):
             raise ValueError(f"{state_path}: this run was started with other options; resume with the same ones")
@@ -88,6 +93,7 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
         if ema is not None:
             ema.load_state_dict(state["ema"])
         start_epoch, best_miou, history = state["epoch"], state["best_miou"], json.loads(state["history"])
+        parent = json.loads(state["initial_weights"]) if "initial_weights" in state else None
         log(f"resuming after epoch {start_epoch}" + (f" (best val mIoU {best_miou:.4f})" if best_miou >= 0 else ""))
     for epoch in range(start_epoch, config.epochs):
         started = time.perf_counter()
@@ -112,19 +118,40 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
             if record["val_miou"] > best_miou:
                 best_miou = record["val_miou"]
                 save_checkpoint(out_dir / "best.safetensors", scored,
-                                _model_info(config, spec, epoch + 1, best_miou, command))
+                                _model_info(config, spec, epoch + 1, best_miou, command, parent))
                 line += "  (best, saved)"
         elif val_data is None:  # nothing to select on: the latest weights are the run's result
-            save_checkpoint(out_dir / "best.safetensors", scored, _model_info(config, spec, epoch + 1, None, command))
+            save_checkpoint(out_dir / "best.safetensors", scored,
+                            _model_info(config, spec, epoch + 1, None, command, parent))
         save_state(state_path, {
             "config": _config_dict(config), "epoch": epoch + 1, "best_miou": best_miou,
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "history": json.dumps(history),
             **({"ema": ema.state_dict()} if ema is not None else {}),
+            **({"initial_weights": json.dumps(parent)} if parent is not None else {}),
         })
         (out_dir / "history.json").write_text(json.dumps(history, indent=1))
         log(line)  # after the state: a printed epoch is one a resume continues from
     return {"history": history, "best_miou": best_miou, "best_path": str(out_dir / "best.safetensors")}
+
+
+def _load_initial_weights(model: nn.Module, config: TrainConfig, spec: DatasetSpec) -> dict[str, Any]:
+    """Load `config.init_from` into `model` (same architecture and classes, else ValueError naming the
+    file); returns what the new checkpoint records of it: the file's name and its own provenance."""
+    path = Path(config.init_from)
+    try:
+        parent = load_checkpoint(path)
+    except CheckpointError as err:
+        raise ValueError(f"--init-from {err}") from err
+    wanted = _model_info(config, spec, 0, None, "", None)
+    if config_to_dict(parent.info.config) != config_to_dict(wanted.config):
+        raise ValueError(f"--init-from {path}: its model is {config_to_dict(parent.info.config)}, this run trains "
+                         f"{config_to_dict(wanted.config)}")
+    if tuple(parent.info.class_names) != tuple(spec.class_names):
+        raise ValueError(f"--init-from {path}: its classes {list(parent.info.class_names)} are not the dataset's "
+                         f"{list(spec.class_names)}")
+    model.load_state_dict(parent.model.state_dict())
+    return {"file": path.name, "provenance": parent.info.provenance}
 
 
 def _train_epoch(model: nn.Module, ema: WeightAverage | None, data: PairCache, optimizer: torch.optim.Optimizer,
@@ -175,7 +202,8 @@ def _training_options(config: dict) -> dict:
     return {key: value for key, value in config.items() if key not in LOCATIONS}
 
 
-def _model_info(config: TrainConfig, spec: DatasetSpec, epochs: int, miou: float | None, command: str) -> ModelInfo:
+def _model_info(config: TrainConfig, spec: DatasetSpec, epochs: int, miou: float | None, command: str,
+                parent: dict[str, Any] | None) -> ModelInfo:
     model_config = (MobileUNetConfig(num_classes=spec.num_classes, width=config.width) if config.model == "MobileUNet"
                     else PlainUNetConfig(num_classes=spec.num_classes, base_channels=max(8, round(32 * config.width))))
     return ModelInfo(
@@ -185,7 +213,8 @@ def _model_info(config: TrainConfig, spec: DatasetSpec, epochs: int, miou: float
                     "holdout_sequence": config.holdout_sequence, "selected_on": _selected_on(config),
                     "command": command, "epochs": epochs, "of_epochs": config.epochs,
                     "val_miou": None if miou is None else round(miou, 4), "ema": bool(config.ema_decay),
-                    "train_config": _config_dict(config)},
+                    "train_config": _config_dict(config),
+                    **({"initial_weights": parent} if parent is not None else {})},
     )
 
 

@@ -39,6 +39,8 @@ class TrainConfig:
     label_smoothing: float = 0.0  # cross-entropy label smoothing (0 = off)
     finetune_full_epochs: int = 0  # the last N of `epochs` train on `full_crop` crops at scale 1
     full_crop: tuple[int, int] = (360, 480)  # crop of the full-size phase (CamVid's frame size)
+    init_from: str = ""  # a leanseg .safetensors checkpoint of the same model to start from (a second
+    # schedule after a finished run); "" = random initial weights from `seed`
 
     def __post_init__(self) -> None:
         if self.model not in MODEL_KINDS:
