@@ -124,11 +124,11 @@ def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "log
     budget = chosen or default_budget(segmenter.device)
     field = receptive_field_of(segmenter.model)
     mode = mode or options.tiling
-    if isinstance(field, str):  # no bounded receptive field: whole image, or fast tiles if asked
+    exact_halo: int | None
+    if isinstance(field, str):  # no bounded receptive field: whole image where it fits, else fast tiles
         if mode == "exact":
             raise ValueError(f"--tiling exact is impossible for this model ({field}); use fast or off")
-        stride, exact_halo = int(getattr(segmenter.model, "total_stride", 32)), 0
-        mode = "off" if mode == "auto" else mode
+        stride, exact_halo = int(getattr(segmenter.model, "total_stride", 32)), None
     else:
         stride, exact_halo = field.total_stride, field.aligned_halo_px
     fast_halo = FAST_HALO_STRIDES * stride
@@ -146,7 +146,7 @@ def check_budget(segmenter: Segmenter, output: str = "labels") -> None:
         return
     field = receptive_field_of(segmenter.model)
     stride = int(getattr(segmenter.model, "total_stride", 32)) if isinstance(field, str) else field.total_stride
-    halo = 0 if isinstance(field, str) else field.aligned_halo_px
+    halo = FAST_HALO_STRIDES * stride if isinstance(field, str) else field.aligned_halo_px  # no field: fast tiles
     if segmenter.options.tiling == "fast":
         halo = min(halo, FAST_HALO_STRIDES * stride)
     side = MIN_TILE_STRIDES * stride + 2 * halo

@@ -19,7 +19,10 @@ from torch import fx, nn
 
 from ..model import padding
 from .frontends.channel_norm import ChannelLayerNorm
+from .frontends.ir import check_size, dim_size
 from .graph_lock import symbolic_trace
+from .shapes import input_channels, meta_copy, sizes_to_scales
+from .size_arith import fold_size_arithmetic
 
 
 class ReceptiveFieldError(ValueError):
@@ -57,26 +60,46 @@ POINTWISE_FUNCTIONS: set[object] = {
     operator.add, operator.iadd, operator.mul, operator.imul, operator.sub, operator.truediv, operator.neg,
     torch.add, torch.mul, torch.sub, torch.cat, torch.relu, torch.sigmoid, torch.tanh, torch.clamp,
     F.relu, F.relu6, F.gelu, F.silu, F.sigmoid, F.hardswish, F.leaky_relu, F.dropout, F.batch_norm,
-    padding.pad_to_multiple,
+    padding.pad_to_multiple, check_size,
     torch.split, torch.chunk,  # along channels (the front ends lift only those)
 }
 POINTWISE_METHODS = {"add", "add_", "mul", "mul_", "sub", "relu", "relu_", "sigmoid", "tanh", "clamp",
                      "contiguous", "float", "half", "to", "type_as", "clone", "detach", "argmax"}
 SHAPE_ONLY_METHODS = {"size", "dim", "numel"}
+SHAPE_ONLY_FUNCTIONS: set[object] = {dim_size}
 IDENTITY = IndexMap(Fraction(1), Fraction(0), Fraction(0))
 
 
 def compute_receptive_field(model: nn.Module | fx.GraphModule) -> ReceptiveField:
-    """The receptive field of `model` (traced with torch.fx unless already a GraphModule)."""
+    """The receptive field of `model` (traced with torch.fx unless already a GraphModule).
+
+    A graph that reads its own sizes (a `.pt2` / `.onnx` net: `dim_size` nodes, resizes to a skip's size)
+    is read from a weightless copy whose size arithmetic is folded and whose resizes to another tensor's
+    size, when they are the same integer scale at every size, are scales (the compiler's own passes)."""
     graph_module = model if isinstance(model, fx.GraphModule) else symbolic_trace(model)
-    before, after, stride = [], [], 1
+    if any(node.target is dim_size for node in graph_module.graph.nodes):
+        graph_module = meta_copy(graph_module)
+        channels = input_channels(graph_module)
+        fold_size_arithmetic(graph_module, channels)
+        sizes_to_scales(graph_module, channels)
+    before, after, stride = [], [], _pad_multiple(graph_module)
     for axis in (0, 1):
         low, high, jump = _reach_along(graph_module, axis)
         before.append(math.ceil(low))
         after.append(math.ceil(high))
-        stride = max(stride, math.ceil(jump))
+        stride = math.lcm(stride, math.ceil(jump))
     halo = max(before + after)
     return ReceptiveField(halo, (before[0], before[1]), (after[0], after[1]), stride)
+
+
+def _pad_multiple(graph_module: fx.GraphModule) -> int:
+    """The multiple the graph pads its input to at the bottom and right (1: none). Tiles must start at
+    multiples of it too: a tile that ends at the image's border is then padded as the whole image is."""
+    multiple = 1
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target is padding.pad_to_multiple:
+            multiple = math.lcm(multiple, int(node.args[1]))  # type: ignore[call-overload]
+    return multiple
 
 
 def _reach_along(gm: fx.GraphModule, axis: int) -> tuple[Fraction, Fraction, Fraction]:
@@ -129,6 +152,8 @@ def _input_maps(gm: fx.GraphModule, node: fx.Node, axis: int) -> list[tuple[fx.N
             return [(a, IDENTITY) for a in tensor_args]
         raise ReceptiveFieldError(f"{node.name}: unknown method .{node.target}(); cannot bound its footprint")
     target = node.target
+    if target in SHAPE_ONLY_FUNCTIONS:
+        return []
     if target in POINTWISE_FUNCTIONS:
         return [(a, IDENTITY) for a in tensor_args]
     if target is padding.crop_like:  # crops at the bottom/right; the reference gives only a shape

@@ -51,7 +51,8 @@ class TilingPlan:
     tile_shape: tuple[int, int]  # (rows, columns) of a tile's core, multiples of `stride` (>= the image for one)
     halo_px: int  # input pixels read beyond the core on each side, a multiple of `stride`
     stride: int  # the model's total stride; tile origins are multiples of it
-    exact_halo_px: int  # the receptive-field halo, used when a whole-image pass must be split
+    exact_halo_px: int | None  # the receptive-field halo, used when a whole-image pass must be split; None:
+    # the model has no bounded field (global pooling, normalisation over the image): tiles can only be fast
     tile_bytes: int | None = None  # predicted peak of the largest tile
     budget_bytes: int | None = None  # the budget the plan was sized for: tiles plus held_bytes
     held_bytes: int = 0  # what the job holds besides the tile: the image and its output arrays
@@ -88,8 +89,10 @@ class TilingPlan:
         rows, cols = self.grid
         tile_rows, tile_cols = (min(side, whole) for side, whole in zip(self.tile_shape, (self.height, self.width)))
         grid = "one tile" if rows == cols == 1 else f"{_count(rows, 'row')} x {_count(cols, 'column')} of tiles"
+        field = ("receptive field unbounded: tiles are approximate" if self.exact_halo_px is None
+                 else f"receptive field {self.exact_halo_px} px")
         return (f"tiling {self.mode}: {grid} {tile_cols}x{tile_rows} px (width x height) + halo {self.halo_px} px "
-                f"(receptive field {self.exact_halo_px} px){estimate} per tile{budget}")
+                f"({field}){estimate} per tile{budget}")
 
 
 def _count(number: int, noun: str) -> str:
@@ -111,13 +114,14 @@ def grow_box(core: Box, halo_px: int, height: int, width: int) -> Box:
 
 
 def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile_bytes: TileBytes,
-                  stride: int, exact_halo_px: int, fast_halo_px: int | None = None, held_bytes: int = 0,
+                  stride: int, exact_halo_px: int | None, fast_halo_px: int | None = None, held_bytes: int = 0,
                   max_tile_bytes: int | None = None, refuse_over_budget: bool = False) -> TilingPlan:
     """Pick whole-image or tiled inference, and the tile grid that reads the fewest pixels within the budget.
 
-    mode: 'auto' (whole if it fits, else exact tiles), 'off' (whole), 'exact' or 'fast' (tiles that
-    fit; one tile when the whole image fits). The budget covers the whole job: a tile gets what
-    `held_bytes` (the image and its outputs, held throughout) leaves. Every grid of r rows and c
+    mode: 'auto' (whole if it fits, else exact tiles; fast ones for a model with no bounded receptive field,
+    `exact_halo_px` None), 'off' (whole), 'exact' or 'fast' (tiles that fit; one tile when the whole image
+    fits). The budget covers the whole job: a tile gets what `held_bytes` (the image and its outputs, held
+    throughout) leaves. Every grid of r rows and c
     columns of tiles is a candidate; its cost is the pixels its tiles read, halos included, and of the
     grids whose largest tile fits, the cheapest wins (ties: fewer tiles). `max_tile_bytes` caps a tile's
     share further (the default budget's DEFAULT_MAX_TILE_BYTES). When none fits, BudgetTooSmallError
@@ -135,8 +139,13 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
     if mode == "off" or (mode == "auto" and whole_bytes <= tile_budget):
         return TilingPlan("whole", height, width, whole_shape, 0, stride, exact_halo_px, whole_bytes, budget_bytes,
                           held_bytes)
-    tiled_mode = "fast" if mode == "fast" else "exact"
-    halo = min(fast_halo, exact_halo_px) if tiled_mode == "fast" else exact_halo_px
+    if exact_halo_px is None and mode == "exact":
+        raise ValueError("exact tiles need a bounded receptive field, and this model has none")
+    tiled_mode = "fast" if mode == "fast" or exact_halo_px is None else "exact"
+    if exact_halo_px is None:
+        halo = fast_halo
+    else:
+        halo = min(fast_halo, exact_halo_px) if tiled_mode == "fast" else exact_halo_px
     rows, cols = _Axis(height, stride, halo), _Axis(width, stride, halo)
 
     def need(row_count: int, col_count: int) -> int:

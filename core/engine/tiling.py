@@ -18,7 +18,7 @@ from torch import Tensor
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event
 from ..memory import engine_live_bytes, format_bytes
 from .oom import FaultInjection, is_out_of_memory, next_attempt, release_memory
-from .tile_plan import MIN_TILE_STRIDES, Box, TilingPlan, grow_box, split_box
+from .tile_plan import FAST_HALO_STRIDES, MIN_TILE_STRIDES, Box, TilingPlan, grow_box, split_box
 
 TileRunner = Callable[[Tensor], Tensor]  # (1, C, h, w) -> logits (1, K, h, w) float, or labels (1, h, w) int
 TileSource = Callable[[Box], Tensor]  # read box -> (1, C, h, w) float32 model input (CPU is fine)
@@ -83,8 +83,9 @@ def run_tiles(
                 runner, device = cpu_runner(), torch.device("cpu")
                 outcome.device = "cpu"
             tile_shape = attempt.tile_px, attempt.tile_px  # square tiles from here on
-            if mode == "whole":
-                mode, halo_px = "exact", plan.exact_halo_px
+            if mode == "whole":  # exact tiles, or fast ones for a model with no bounded receptive field
+                mode, halo_px = ("exact", plan.exact_halo_px) if plan.exact_halo_px is not None else \
+                    ("fast", FAST_HALO_STRIDES * plan.stride)
             outcome.notes.append(attempt.message)
             on_event(JobEvent("warning", attempt.message, data={"error": failure, "tile_px": attempt.tile_px,
                                                                 "device": str(device), "halo_px": halo_px}))
