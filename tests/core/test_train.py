@@ -47,6 +47,18 @@ def train_args(data: Path, out: Path, epochs: int = 4) -> list[str]:
             "--width", "0.25", "--precision", "fp32", "--threads", "1", "--device", "cpu", "--lr", "0.01"]
 
 
+def kill_when_printed(args: list[str], prefix: str) -> None:
+    """Run `args`, SIGKILL it as soon as it prints a line starting with `prefix`, and check it died by it."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(prefix):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+
 def test_metrics_on_a_known_answer() -> None:
     truth = np.array([[0, 0, 1, 1], [2, 2, 9, 9]])  # 9 is void: ignored
     predicted = np.array([[0, 1, 1, 1], [2, 0, 0, 0]])
@@ -79,14 +91,7 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path: Path) -> None:
     assert "best val mIoU" in reference.stdout
 
     run = tmp_path / "run"
-    proc = subprocess.Popen(train_args(data, run), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:  # kill right after epoch 2 reports, while epoch 3 (or the state write) runs
-        if line.startswith("epoch 2/4"):
-            proc.send_signal(signal.SIGKILL)
-            break
-    proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    kill_when_printed(train_args(data, run), "epoch 2/4")  # while epoch 3 (or the state write) runs
     state = torch.load(run / "last.pt", weights_only=True)  # never half-written: it loads
     assert state["epoch"] in (1, 2)
     load_checkpoint(run / "best.safetensors")

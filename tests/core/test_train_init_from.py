@@ -3,7 +3,6 @@ through the real CLI on a tiny synthetic data set."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from .test_train import make_dataset, train_args
+from .test_train import kill_when_printed, make_dataset, train_args
 
 FIT = ["--train-splits", "train,val", "--val-split", "none", "--ema", "0.9"]
 
@@ -63,14 +62,7 @@ def test_killed_second_schedule_resumes_without_its_starting_checkpoint(tmp_path
     parent = _first_run(data, tmp_path / "first")
     parent_command = _provenance(parent)["command"]
     args = train_args(data, tmp_path / "second", epochs=3) + FIT + ["--init-from", str(parent)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("epoch 1/3"):
-            proc.send_signal(signal.SIGKILL)
-            break
-    proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    kill_when_printed(args, "epoch 1/3")
     parent.unlink()
     resumed = subprocess.run(args + ["--resume"], capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr

@@ -3,7 +3,6 @@ sequences, train+val fits, and per-sequence evaluation, on a tiny synthetic data
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from leanseg.core.train.ema import WeightAverage
 from leanseg.core.train.frames import run_frames, sequence_of
 from leanseg.core.train.options import TrainConfig
 
-from .test_train import make_dataset, train_args
+from .test_train import kill_when_printed, make_dataset, train_args
 
 RECIPE = ["--ema", "0.9", "--label-smoothing", "0.1", "--scale-range", "0.5", "2.0", "--jitter", "0.3",
           "--finetune-full-epochs", "1", "--full-crop", "48", "48"]
@@ -91,15 +90,7 @@ def test_killed_recipe_run_resumes_to_the_same_weights_and_average(tmp_path: Pat
     assert "no validation frames; final weights" in reference.stdout
 
     run = tmp_path / "run"
-    proc = subprocess.Popen(train_args(data, run, epochs=3) + args, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("epoch 1/3"):
-            proc.send_signal(signal.SIGKILL)
-            break
-    proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    kill_when_printed(train_args(data, run, epochs=3) + args, "epoch 1/3")
     state = torch.load(run / "last.pt", weights_only=True)
     assert state["epoch"] == 1
     assert state["ema"]["updates"] == 15 // 2  # one update per optimiser step of epoch 1
