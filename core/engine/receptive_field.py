@@ -21,7 +21,7 @@ from ..model import padding
 from .frontends.channel_norm import ChannelLayerNorm
 from .frontends.ir import check_size, dim_size
 from .graph_lock import symbolic_trace
-from .shapes import input_channels, meta_copy, sizes_to_scales
+from .shapes import input_channels, meta_copy, size_minimum, sizes_to_scales
 from .size_arith import fold_size_arithmetic
 
 
@@ -43,7 +43,7 @@ class ReceptiveField:
     halo_px: int  # input pixels needed on every side of an output pixel (max of the four below)
     before_px: tuple[int, int]  # (rows above, columns left) an output pixel reads
     after_px: tuple[int, int]  # (rows below, columns right)
-    total_stride: int  # the largest jump; tiles must start at multiples of it
+    total_stride: int  # the largest jump (and the multiple the model pads its input to); tiles start at multiples
 
     @property
     def aligned_halo_px(self) -> int:
@@ -62,8 +62,10 @@ POINTWISE_FUNCTIONS: set[object] = {
     F.relu, F.relu6, F.gelu, F.silu, F.sigmoid, F.hardswish, F.leaky_relu, F.dropout, F.batch_norm,
     padding.pad_to_multiple, check_size,
     torch.split, torch.chunk,  # along channels (the front ends lift only those)
+    torch.log,  # GraphModel's log-probabilities of a net that ends in a softmax
 }
-POINTWISE_METHODS = {"add", "add_", "mul", "mul_", "sub", "relu", "relu_", "sigmoid", "tanh", "clamp",
+CHANNEL_FUNCTIONS: set[object] = {torch.softmax, F.softmax, torch.log_softmax, F.log_softmax}  # pointwise along dim 1
+POINTWISE_METHODS = {"add", "add_", "mul", "mul_", "sub", "relu", "relu_", "sigmoid", "tanh", "clamp", "clamp_min",
                      "contiguous", "float", "half", "to", "type_as", "clone", "detach", "argmax"}
 SHAPE_ONLY_METHODS = {"size", "dim", "numel"}
 SHAPE_ONLY_FUNCTIONS: set[object] = {dim_size}
@@ -77,11 +79,15 @@ def compute_receptive_field(model: nn.Module | fx.GraphModule) -> ReceptiveField
     is read from a weightless copy whose size arithmetic is folded and whose resizes to another tensor's
     size, when they are the same integer scale at every size, are scales (the compiler's own passes)."""
     graph_module = model if isinstance(model, fx.GraphModule) else symbolic_trace(model)
+    _check_any_tile_size_runs(graph_module)
     if any(node.target is dim_size for node in graph_module.graph.nodes):
         graph_module = meta_copy(graph_module)
         channels = input_channels(graph_module)
-        fold_size_arithmetic(graph_module, channels)
-        sizes_to_scales(graph_module, channels)
+        try:
+            fold_size_arithmetic(graph_module, channels)
+            sizes_to_scales(graph_module, channels)
+        except Exception as err:  # noqa: BLE001 - an analysis that cannot run leaves the model untileable
+            raise ReceptiveFieldError(f"its size arithmetic cannot be read ({type(err).__name__}: {err})") from err
     before, after, stride = [], [], _pad_multiple(graph_module)
     for axis in (0, 1):
         low, high, jump = _reach_along(graph_module, axis)
@@ -92,13 +98,33 @@ def compute_receptive_field(model: nn.Module | fx.GraphModule) -> ReceptiveField
     return ReceptiveField(halo, (before[0], before[1]), (after[0], after[1]), stride)
 
 
+def _check_any_tile_size_runs(graph_module: fx.GraphModule) -> None:
+    """Exact tiles are smaller than the image and of any multiple of the stride: a graph that pads its input up
+    to a minimum size (an edge tile would be padded otherwise than the whole image) or holds only from some
+    size on (a capture that followed a branch on the size) cannot be tiled exactly."""
+    if any(size_minimum(graph_module)):
+        raise ReceptiveFieldError(f"it pads its input up to at least {size_minimum(graph_module)} (height, width): "
+                                  "a tile smaller than that would be padded otherwise than the whole image")
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target is check_size:
+            (lowest_height, _), (lowest_width, _) = node.args[1], node.args[2]  # type: ignore[misc]
+            multiples = node.args[3] if len(node.args) > 3 else (1, 1)
+            if lowest_height > multiples[0] or lowest_width > multiples[1]:  # type: ignore[index]
+                raise ReceptiveFieldError(f"the captured graph holds only for heights from {lowest_height} and widths "
+                                          f"from {lowest_width} (it branches on its input size); smaller tiles would "
+                                          "leave what it captured")
+
+
 def _pad_multiple(graph_module: fx.GraphModule) -> int:
     """The multiple the graph pads its input to at the bottom and right (1: none). Tiles must start at
     multiples of it too: a tile that ends at the image's border is then padded as the whole image is."""
     multiple = 1
     for node in graph_module.graph.nodes:
         if node.op == "call_function" and node.target is padding.pad_to_multiple:
-            multiple = math.lcm(multiple, int(node.args[1]))  # type: ignore[call-overload]
+            given = node.args[1] if len(node.args) > 1 else node.kwargs.get("multiple")
+            if not isinstance(given, int):
+                raise ReceptiveFieldError(f"{node.name}: pads to a multiple computed at run time ({given})")
+            multiple = math.lcm(multiple, given)
     return multiple
 
 
@@ -148,13 +174,13 @@ def _input_maps(gm: fx.GraphModule, node: fx.Node, axis: int) -> list[tuple[fx.N
     if node.op == "call_method":
         if node.target in SHAPE_ONLY_METHODS:
             return []
-        if node.target in POINTWISE_METHODS:
+        if node.target in POINTWISE_METHODS or (node.target == "flip" and _along_channels(node)):
             return [(a, IDENTITY) for a in tensor_args]
         raise ReceptiveFieldError(f"{node.name}: unknown method .{node.target}(); cannot bound its footprint")
     target = node.target
     if target in SHAPE_ONLY_FUNCTIONS:
         return []
-    if target in POINTWISE_FUNCTIONS:
+    if target in POINTWISE_FUNCTIONS or (target in CHANNEL_FUNCTIONS and _along_channels(node)):
         return [(a, IDENTITY) for a in tensor_args]
     if target is padding.crop_like:  # crops at the bottom/right; the reference gives only a shape
         return [(node.args[0], IDENTITY)] if isinstance(node.args[0], fx.Node) else []
@@ -166,10 +192,18 @@ def _input_maps(gm: fx.GraphModule, node: fx.Node, axis: int) -> list[tuple[fx.N
         return [(node.args[0], _pool_function_map(node, axis))]  # type: ignore[list-item]
     if target is F.pad:
         pads = node.args[1] if len(node.args) > 1 else node.kwargs["pad"]
+        if not all(isinstance(amount, int) for amount in pads):  # type: ignore[union-attr]
+            raise ReceptiveFieldError(f"{node.name}: a pad by amounts computed at run time cannot be bounded")
         before = int(pads[2 - 2 * axis]) if len(pads) > 2 - 2 * axis else 0  # type: ignore[index, arg-type]
         return [(node.args[0], IndexMap(Fraction(1), Fraction(-before), Fraction(-before)))]  # type: ignore[list-item]
     raise ReceptiveFieldError(f"{node.name}: unknown function {getattr(target, '__name__', target)}; "
                               "cannot bound its footprint")
+
+
+def _along_channels(node: fx.Node) -> bool:
+    """A softmax or flip over dim 1 only (GraphModel's BGR flip, a softmax head): pointwise in space."""
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", node.kwargs.get("dims"))
+    return dims in (1, -3, (1,), [1], (-3,), [-3])
 
 
 def _module_map(module: nn.Module, axis: int) -> IndexMap:

@@ -121,12 +121,11 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
     mode: 'auto' (whole if it fits, else exact tiles; fast ones for a model with no bounded receptive field,
     `exact_halo_px` None), 'off' (whole), 'exact' or 'fast' (tiles that fit; one tile when the whole image
     fits). The budget covers the whole job: a tile gets what `held_bytes` (the image and its outputs, held
-    throughout) leaves. Every grid of r rows and c
-    columns of tiles is a candidate; its cost is the pixels its tiles read, halos included, and of the
-    grids whose largest tile fits, the cheapest wins (ties: fewer tiles). `max_tile_bytes` caps a tile's
-    share further (the default budget's DEFAULT_MAX_TILE_BYTES). When none fits, BudgetTooSmallError
-    with `refuse_over_budget` (a budget the user gave), else the smallest tile, and the plan says it is
-    over budget.
+    throughout) leaves. Every grid of r rows and c columns of tiles is a candidate; its cost is the pixels its
+    tiles read, halos included, and of the grids whose largest tile fits, the cheapest wins (ties: fewer tiles).
+    `max_tile_bytes` caps a tile's share further (the default budget's DEFAULT_MAX_TILE_BYTES). When none fits,
+    BudgetTooSmallError with `refuse_over_budget` (a budget the user gave), else the smallest tile, and the plan
+    says it is over budget.
     """
     if mode not in ("auto", "off", "exact", "fast"):
         raise ValueError(f"unknown tiling mode {mode!r}; valid: auto, exact, fast, off")
@@ -140,7 +139,7 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
         return TilingPlan("whole", height, width, whole_shape, 0, stride, exact_halo_px, whole_bytes, budget_bytes,
                           held_bytes)
     if exact_halo_px is None and mode == "exact":
-        raise ValueError("exact tiles need a bounded receptive field, and this model has none")
+        raise ValueError("exact tiles need a bounded receptive field, and this model has none; use fast or off")
     tiled_mode = "fast" if mode == "fast" or exact_halo_px is None else "exact"
     if exact_halo_px is None:
         halo = fast_halo

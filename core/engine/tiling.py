@@ -51,8 +51,9 @@ def run_tiles(
     """Run every tile of `plan`, row by row; checks `cancel` before each tile (raises JobCancelled).
 
     On out-of-memory the tile's memory is released and the tile retried at half the size (down to
-    MIN_TILE_STRIDES strides), then on the CPU via `cpu_runner`; a whole-image plan that fails
-    continues as exact tiles. Each step is announced as a 'warning' event and kept in `notes`.
+    MIN_TILE_STRIDES strides), then on the CPU via `cpu_runner`; a whole-image plan that fails continues as
+    exact tiles (fast ones for a model with no bounded receptive field). Each step is announced as a 'warning'
+    event and kept in `notes`.
     """
     outcome = TilingOutcome(plan, plan.tile_shape, str(device))
     queue: deque[Box] = deque(tile.core for tile in plan.tiles())
@@ -83,9 +84,10 @@ def run_tiles(
                 runner, device = cpu_runner(), torch.device("cpu")
                 outcome.device = "cpu"
             tile_shape = attempt.tile_px, attempt.tile_px  # square tiles from here on
-            if mode == "whole":  # exact tiles, or fast ones for a model with no bounded receptive field
-                mode, halo_px = ("exact", plan.exact_halo_px) if plan.exact_halo_px is not None else \
-                    ("fast", FAST_HALO_STRIDES * plan.stride)
+            if mode == "whole" and plan.exact_halo_px is not None:
+                mode, halo_px = "exact", plan.exact_halo_px
+            elif mode == "whole":  # no bounded receptive field
+                mode, halo_px = "fast", FAST_HALO_STRIDES * plan.stride
             outcome.notes.append(attempt.message)
             on_event(JobEvent("warning", attempt.message, data={"error": failure, "tile_px": attempt.tile_px,
                                                                 "device": str(device), "halo_px": halo_px}))

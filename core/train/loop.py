@@ -1,6 +1,7 @@
 """The training loop: seeded, resumable at epoch boundaries, best checkpoint by val mIoU."""
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sys
@@ -37,9 +38,13 @@ LOCATIONS = ("data_dir", "spec_path", "out_dir", "init_from")  # TrainConfig fie
 
 
 def model_for(config: TrainConfig, spec: DatasetSpec) -> nn.Module:
+    return build_model(model_config_for(config, spec))
+
+
+def model_config_for(config: TrainConfig, spec: DatasetSpec) -> MobileUNetConfig | PlainUNetConfig:
     if config.model == "MobileUNet":
-        return build_model(MobileUNetConfig(num_classes=spec.num_classes, width=config.width))
-    return build_model(PlainUNetConfig(num_classes=spec.num_classes, base_channels=max(8, round(32 * config.width))))
+        return MobileUNetConfig(num_classes=spec.num_classes, width=config.width)
+    return PlainUNetConfig(num_classes=spec.num_classes, base_channels=max(8, round(32 * config.width)))
 
 
 def class_weights(frequencies: np.ndarray, exponent: float) -> torch.Tensor:
@@ -94,6 +99,9 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
             ema.load_state_dict(state["ema"])
         start_epoch, best_miou, history = state["epoch"], state["best_miou"], json.loads(state["history"])
         parent = json.loads(state["initial_weights"]) if "initial_weights" in state else None
+        if bool(config.init_from) != (parent is not None):
+            raise ValueError(f"{state_path}: this run was started {'without' if parent is None else 'with'} "
+                             "--init-from; resume it the same way")
         log(f"resuming after epoch {start_epoch}" + (f" (best val mIoU {best_miou:.4f})" if best_miou >= 0 else ""))
     for epoch in range(start_epoch, config.epochs):
         started = time.perf_counter()
@@ -143,15 +151,16 @@ def _load_initial_weights(model: nn.Module, config: TrainConfig, spec: DatasetSp
         parent = load_checkpoint(path)
     except CheckpointError as err:
         raise ValueError(f"--init-from {err}") from err
-    wanted = _model_info(config, spec, 0, None, "", None)
-    if config_to_dict(parent.info.config) != config_to_dict(wanted.config):
+    wanted = config_to_dict(model_config_for(config, spec))
+    if config_to_dict(parent.info.config) != wanted:
         raise ValueError(f"--init-from {path}: its model is {config_to_dict(parent.info.config)}, this run trains "
-                         f"{config_to_dict(wanted.config)}")
+                         f"{wanted}")
     if tuple(parent.info.class_names) != tuple(spec.class_names):
         raise ValueError(f"--init-from {path}: its classes {list(parent.info.class_names)} are not the dataset's "
                          f"{list(spec.class_names)}")
     model.load_state_dict(parent.model.state_dict())
-    return {"file": path.name, "provenance": parent.info.provenance}
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {"file": str(path), "sha256": digest, "provenance": parent.info.provenance}
 
 
 def _train_epoch(model: nn.Module, ema: WeightAverage | None, data: PairCache, optimizer: torch.optim.Optimizer,
@@ -197,17 +206,15 @@ def _with_defaults(stored: dict) -> dict:
 
 
 def _training_options(config: dict) -> dict:
-    """The options a resume must repeat: all but where the data, spec and run folder live, so a
-    committed last.pt continues in another checkout."""
+    """The options a resume must repeat: all but where the data, spec, run folder and --init-from checkpoint
+    live (its weights are in the state by then), so a committed last.pt continues in another checkout."""
     return {key: value for key, value in config.items() if key not in LOCATIONS}
 
 
 def _model_info(config: TrainConfig, spec: DatasetSpec, epochs: int, miou: float | None, command: str,
                 parent: dict[str, Any] | None) -> ModelInfo:
-    model_config = (MobileUNetConfig(num_classes=spec.num_classes, width=config.width) if config.model == "MobileUNet"
-                    else PlainUNetConfig(num_classes=spec.num_classes, base_channels=max(8, round(32 * config.width))))
     return ModelInfo(
-        config=model_config, class_names=spec.class_names, class_colours=spec.class_colours,
+        config=model_config_for(config, spec), class_names=spec.class_names, class_colours=spec.class_colours,
         mean=IMAGENET_MEAN, std=IMAGENET_STD, ignore_index=spec.ignore_index,
         provenance={"data": spec.name or config.data_dir, "split": "+".join(config.train_splits),
                     "holdout_sequence": config.holdout_sequence, "selected_on": _selected_on(config),

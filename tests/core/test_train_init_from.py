@@ -2,6 +2,7 @@
 through the real CLI on a tiny synthetic data set."""
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -38,8 +39,8 @@ def test_second_schedule_starts_from_the_checkpoint_and_records_it(tmp_path: Pat
     args[args.index("--lr") + 1] = "1e-9"  # the weights can only stay where they start
     second = subprocess.run(args + ["--init-from", str(parent)], capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr
-    fresh = subprocess.run(train_args(data, tmp_path / "fresh", epochs=1) + FIT[:4], capture_output=True, text=True,
-                           timeout=600)
+    args[args.index("--out") + 1] = str(tmp_path / "fresh")
+    fresh = subprocess.run(args, capture_output=True, text=True, timeout=600)  # the same run without --init-from
     assert fresh.returncode == 0, fresh.stderr
 
     start, result = _learnt(load_file(parent)), _learnt(load_file(tmp_path / "second" / "best.safetensors"))
@@ -47,10 +48,11 @@ def test_second_schedule_starts_from_the_checkpoint_and_records_it(tmp_path: Pat
     for key in start:  # the exported EMA weights too: the average starts from the loaded weights
         torch.testing.assert_close(result[key], start[key], atol=1e-6, rtol=0, msg=key)
     scratch = _learnt(load_file(tmp_path / "fresh" / "best.safetensors"))
-    assert max((scratch[k] - start[k]).abs().max().item() for k in start) > 1e-2  # not what a seed gives
+    assert max((scratch[k] - start[k]).abs().max().item() for k in start) > 1e-2  # not what the seed gives
 
     provenance = _provenance(tmp_path / "second" / "best.safetensors")
-    assert provenance["initial_weights"]["file"] == "best.safetensors"
+    assert provenance["initial_weights"]["file"] == str(parent)
+    assert provenance["initial_weights"]["sha256"] == hashlib.sha256(parent.read_bytes()).hexdigest()
     assert provenance["initial_weights"]["provenance"]["command"] == _provenance(parent)["command"]
     assert provenance["train_config"]["init_from"] == str(parent)
 
@@ -69,6 +71,9 @@ def test_killed_second_schedule_resumes_without_its_starting_checkpoint(tmp_path
     assert "resuming after epoch 1" in resumed.stdout
     provenance = _provenance(tmp_path / "second" / "best.safetensors")
     assert provenance["epochs"] == 3 and provenance["initial_weights"]["provenance"]["command"] == parent_command
+    without = subprocess.run([a for a in args if a not in ("--init-from", str(parent))] + ["--resume"],
+                             capture_output=True, text=True, timeout=600)
+    assert without.returncode == 2 and "started with --init-from" in without.stderr
 
 
 def test_a_checkpoint_of_another_model_or_no_checkpoint_is_refused_by_name(tmp_path: Path) -> None:
@@ -79,7 +84,19 @@ def test_a_checkpoint_of_another_model_or_no_checkpoint_is_refused_by_name(tmp_p
     refused = subprocess.run(wider + ["--init-from", str(parent)], capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2
     assert str(parent) in refused.stderr and "this run trains" in refused.stderr
-    assert not (tmp_path / "wider" / "best.safetensors").exists()
+
+    spec = json.loads((data / "spec.json").read_text())
+    spec["class_names"][0] = "sky"
+    (tmp_path / "other.json").write_text(json.dumps(spec))
+    other = train_args(data, tmp_path / "other", epochs=1) + FIT + ["--init-from", str(parent)]
+    other[other.index("--spec") + 1] = str(tmp_path / "other.json")
+    refused = subprocess.run(other, capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and "are not the dataset's" in refused.stderr
+
+    missing = tmp_path / "gone.safetensors"
+    refused = subprocess.run(train_args(data, tmp_path / "missing", epochs=1) + FIT + ["--init-from", str(missing)],
+                             capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and str(missing) in refused.stderr and "no such file" in refused.stderr
 
     junk = tmp_path / "notes.safetensors"
     junk.write_text("not weights at all")
