@@ -58,6 +58,7 @@ POINTWISE_MODULES: tuple[type[nn.Module], ...] = (
 )
 POINTWISE_FUNCTIONS: set[object] = {
     operator.add, operator.iadd, operator.mul, operator.imul, operator.sub, operator.truediv, operator.neg,
+    operator.floordiv, operator.mod,
     torch.add, torch.mul, torch.sub, torch.cat, torch.relu, torch.sigmoid, torch.tanh, torch.clamp,
     F.relu, F.relu6, F.gelu, F.silu, F.sigmoid, F.hardswish, F.leaky_relu, F.dropout, F.batch_norm,
     padding.pad_to_multiple, check_size,
