@@ -124,18 +124,21 @@ def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "log
     budget = chosen or default_budget(segmenter.device)
     field = receptive_field_of(segmenter.model)
     mode = mode or options.tiling
-    exact_halo: int | None
-    if isinstance(field, str):  # no bounded receptive field: whole image where it fits, else fast tiles
-        if mode == "exact":
-            raise ValueError(f"--tiling exact is impossible for this model ({field}); use fast or off")
-        stride, exact_halo = int(getattr(segmenter.model, "total_stride", 32)), None
-    else:
-        stride, exact_halo = field.total_stride, field.aligned_halo_px
+    if isinstance(field, str) and mode == "exact":
+        raise ValueError(f"--tiling exact is impossible for this model ({field}); use fast or off")
+    stride, exact_halo = _stride_and_exact_halo(segmenter.model, field)
     fast_halo = FAST_HALO_STRIDES * stride
     return choose_tiling(height, width, mode=mode, budget_bytes=budget, stride=stride, exact_halo_px=exact_halo,
                          fast_halo_px=fast_halo, held_bytes=held_bytes,
                          max_tile_bytes=None if chosen else DEFAULT_MAX_TILE_BYTES, refuse_over_budget=bool(chosen),
                          tile_bytes=lambda h, w: estimate_tile_bytes(segmenter, h, w, output))
+
+
+def _stride_and_exact_halo(model: torch.nn.Module, field: ReceptiveField | str) -> tuple[int, int | None]:
+    """Tile alignment and exact halo; a model with no bounded field (`field` says why) has no exact halo."""
+    if isinstance(field, str):
+        return int(getattr(model, "total_stride", 32)), None
+    return field.total_stride, field.aligned_halo_px
 
 
 def check_budget(segmenter: Segmenter, output: str = "labels") -> None:
@@ -144,9 +147,8 @@ def check_budget(segmenter: Segmenter, output: str = "labels") -> None:
     budget = segmenter.options.memory_budget
     if budget is None or segmenter.options.tiling == "off":
         return
-    field = receptive_field_of(segmenter.model)
-    stride = int(getattr(segmenter.model, "total_stride", 32)) if isinstance(field, str) else field.total_stride
-    halo = FAST_HALO_STRIDES * stride if isinstance(field, str) else field.aligned_halo_px  # no field: fast tiles
+    stride, exact_halo = _stride_and_exact_halo(segmenter.model, receptive_field_of(segmenter.model))
+    halo = FAST_HALO_STRIDES * stride if exact_halo is None else exact_halo  # no field: fast tiles
     if segmenter.options.tiling == "fast":
         halo = min(halo, FAST_HALO_STRIDES * stride)
     side = MIN_TILE_STRIDES * stride + 2 * halo

@@ -21,7 +21,7 @@ from ..model import padding
 from .frontends.channel_norm import ChannelLayerNorm
 from .frontends.ir import check_size, dim_size
 from .graph_lock import symbolic_trace
-from .shapes import input_channels, meta_copy, size_minimum, sizes_to_scales
+from .shapes import input_channels, meta_copy, size_minimum, size_multiple, sizes_to_scales
 from .size_arith import fold_size_arithmetic
 
 
@@ -89,7 +89,9 @@ def compute_receptive_field(model: nn.Module | fx.GraphModule) -> ReceptiveField
             sizes_to_scales(graph_module, channels)
         except Exception as err:  # noqa: BLE001 - an analysis that cannot run leaves the model untileable
             raise ReceptiveFieldError(f"its size arithmetic cannot be read ({type(err).__name__}: {err})") from err
-    before, after, stride = [], [], _pad_multiple(graph_module)
+    # tiles also start at multiples of what the model pads its input to (bottom, right): a tile that ends at the
+    # image's border is then padded as the whole image is
+    before, after, stride = [], [], size_multiple(graph_module) or 1
     for axis in (0, 1):
         low, high, jump = _reach_along(graph_module, axis)
         before.append(math.ceil(low))
@@ -114,19 +116,6 @@ def _check_any_tile_size_runs(graph_module: fx.GraphModule) -> None:
                 raise ReceptiveFieldError(f"the captured graph holds only for heights from {lowest_height} and widths "
                                           f"from {lowest_width} (it branches on its input size); smaller tiles would "
                                           "leave what it captured")
-
-
-def _pad_multiple(graph_module: fx.GraphModule) -> int:
-    """The multiple the graph pads its input to at the bottom and right (1: none). Tiles must start at
-    multiples of it too: a tile that ends at the image's border is then padded as the whole image is."""
-    multiple = 1
-    for node in graph_module.graph.nodes:
-        if node.op == "call_function" and node.target is padding.pad_to_multiple:
-            given = node.args[1] if len(node.args) > 1 else node.kwargs.get("multiple")
-            if not isinstance(given, int):
-                raise ReceptiveFieldError(f"{node.name}: pads to a multiple computed at run time ({given})")
-            multiple = math.lcm(multiple, given)
-    return multiple
 
 
 def _reach_along(gm: fx.GraphModule, axis: int) -> tuple[Fraction, Fraction, Fraction]:
