@@ -12,6 +12,7 @@ from .device import bf16_is_fast, resolve_device
 from .engine import Plan
 from .engine import compile as compile_plan
 from .engine.graph_lock import GRAPH_LOCK
+from .engine.mirror import MIRROR_MODES
 from .engine.oom import FaultInjection
 from .events import EventSink, JobCancelled, ignore_event
 from .io.images import ImageData, to_model_input
@@ -20,6 +21,7 @@ from .model.checkpoint import LoadedModel
 from .segment_tiled import segment_in_tiles
 
 ENGINES = ("lean", "eager")
+__all__ = ["ENGINES", "MIRROR_MODES", "PRECISIONS", "TILING_MODES", "InferenceOptions", "Segmentation", "Segmenter"]
 PRECISIONS = ("fp32", "bf16")
 TILING_MODES = ("auto", "exact", "fast", "off")
 
@@ -32,6 +34,7 @@ class InferenceOptions:
     memory_budget: int | None = None  # bytes; None: a fraction of free device memory
     tiling: str = "auto"  # auto (tile when the budget needs it) | exact | fast | off
     want_probs: bool = False  # also return per-class probabilities (K, H, W)
+    mirror: str = "off"  # off | flip: average each tile's logits with its left-right mirror's (2x the time)
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -40,6 +43,8 @@ class InferenceOptions:
             raise ValueError(f"unknown precision {self.precision!r}; valid: {', '.join(PRECISIONS)}")
         if self.tiling not in TILING_MODES:
             raise ValueError(f"unknown tiling mode {self.tiling!r}; valid: {', '.join(TILING_MODES)}")
+        if self.mirror not in MIRROR_MODES:
+            raise ValueError(f"unknown mirror mode {self.mirror!r}; valid: {', '.join(MIRROR_MODES)}")
         if self.memory_budget is not None and self.memory_budget <= 0:
             raise ValueError(f"memory_budget must be positive bytes, got {self.memory_budget}")
 

@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from .engine.mirror import canvas_width, cropped_sink, mirror_extra_bytes, mirror_runner, padded_source
 from .engine.oom import FaultInjection
 from .engine.receptive_field import ReceptiveField, ReceptiveFieldError, compute_receptive_field
 from .engine.tile_plan import (
@@ -27,7 +28,17 @@ from .engine.tile_plan import (
     default_budget,
     eager_peak_estimator,
 )
-from .engine.tiling import ArraySink, TileRunner, TilingOutcome, array_source, eager_runner, plan_runner, run_tiles
+from .engine.tiling import (
+    ArraySink,
+    TileRunner,
+    TileSink,
+    TileSource,
+    TilingOutcome,
+    array_source,
+    eager_runner,
+    plan_runner,
+    run_tiles,
+)
 from .events import EventSink, JobEvent, ignore_event
 from .io.images import ImageData, to_model_input
 from .memory import format_bytes
@@ -45,6 +56,8 @@ class TilingOptions(Protocol):
     def tiling(self) -> str: ...
     @property
     def want_probs(self) -> bool: ...
+    @property
+    def mirror(self) -> str: ...
 
 
 class Segmenter(Protocol):
@@ -78,13 +91,17 @@ def receptive_field_of(model: torch.nn.Module) -> ReceptiveField | str:
 def runner_for(segmenter: Segmenter, output: str = "logits", cancel: threading.Event | None = None) -> TileRunner:
     """(1, C, h, w) -> logits (1, K, h, w) or labels (1, h, w): the engine's plan when compiled, else eager.
 
-    With `cancel`, a tile in flight stops (JobCancelled) at the next engine step or eager module once it is set."""
+    With `cancel`, a tile in flight stops (JobCancelled) at the next engine step or eager module once it is set.
+    With mirror averaging on, each tile runs twice (as is and mirrored) for logits, averaged."""
     injection = getattr(segmenter, "fault_injection", None)
     plan = getattr(segmenter, "plan", None)
+    mirrored = segmenter.options.mirror == "flip"
     if plan is not None:
-        return plan_runner(plan, output, injection, cancel=cancel)
-    return eager_runner(segmenter.model, segmenter.device, segmenter.options.precision == "bf16", injection,
-                        cancel=cancel)
+        runner = plan_runner(plan, "logits" if mirrored else output, injection, cancel=cancel)
+    else:
+        runner = eager_runner(segmenter.model, segmenter.device, segmenter.options.precision == "bf16", injection,
+                              cancel=cancel)
+    return mirror_runner(runner, output) if mirrored else runner
 
 
 def cpu_runner_for(segmenter: Segmenter) -> Callable[[], TileRunner] | None:
@@ -94,15 +111,21 @@ def cpu_runner_for(segmenter: Segmenter) -> Callable[[], TileRunner] | None:
 
     def make() -> TileRunner:
         model = copy.deepcopy(segmenter.model).float().cpu()
-        return eager_runner(model, torch.device("cpu"), injection=getattr(segmenter, "fault_injection", None))
+        runner = eager_runner(model, torch.device("cpu"), injection=getattr(segmenter, "fault_injection", None))
+        return mirror_runner(runner, "logits") if segmenter.options.mirror == "flip" else runner
 
     return make
 
 
 def estimate_tile_bytes(segmenter: Segmenter, height: int, width: int, output: str = "logits") -> int:
-    """Predicted peak bytes of one (height, width) tile: the model's run plus its normalised float input."""
+    """Predicted peak bytes of one (height, width) tile: the model's run plus its normalised float input (with
+    mirror averaging: a logits run plus the second pass's extra logits and input)."""
     channels = segmenter.info.config.in_channels
     plan = getattr(segmenter, "plan", None)
+    mirror_bytes = 0
+    if segmenter.options.mirror == "flip":
+        output = "logits"
+        mirror_bytes = mirror_extra_bytes(segmenter.info.config.num_classes, channels, height, width)
     if plan is not None:
         run_bytes = int(plan.estimate_peak((1, channels, height, width), output=output))
     else:
@@ -110,14 +133,16 @@ def estimate_tile_bytes(segmenter: Segmenter, height: int, width: int, output: s
         if model not in _estimators:
             _estimators[model] = eager_peak_estimator(model, channels)
         run_bytes = _estimators[model]((1, channels, height, width))
-    return run_bytes + channels * height * width * 4  # + the tile's float input, which the plan does not count
+    return run_bytes + mirror_bytes + channels * height * width * 4  # + the float input, which the plan omits
 
 
 def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "logits", *,
-               mode: str | None = None, budget_bytes: int | None = None, held_bytes: int = 0) -> TilingPlan:
+               mode: str | None = None, budget_bytes: int | None = None, held_bytes: int = 0,
+               image_width: int | None = None) -> TilingPlan:
     """Whole image or tiles, exact or fast, from the options (or the overrides), the budget and the estimate.
 
     `held_bytes`: what the job holds beside the tiles (the image and its output arrays); the budget covers both.
+    `image_width`: the image's own width where `width` is the job's canvas (`job_width`), for the messages.
     """
     options = segmenter.options
     chosen = budget_bytes or options.memory_budget  # a budget someone gave is held, or refused
@@ -131,7 +156,24 @@ def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "log
     return choose_tiling(height, width, mode=mode, budget_bytes=budget, stride=stride, exact_halo_px=exact_halo,
                          fast_halo_px=fast_halo, held_bytes=held_bytes,
                          max_tile_bytes=None if chosen else DEFAULT_MAX_TILE_BYTES, refuse_over_budget=bool(chosen),
-                         tile_bytes=lambda h, w: estimate_tile_bytes(segmenter, h, w, output))
+                         tile_bytes=lambda h, w: estimate_tile_bytes(segmenter, h, w, output),
+                         image_width=image_width if image_width != width else None)
+
+
+def job_width(segmenter: Segmenter, width: int) -> int:
+    """The width the tiles are planned on: with mirror averaging, the image's padded on the right to the tiling
+    stride (see leanseg.core.engine.mirror); else the image's."""
+    if segmenter.options.mirror != "flip":
+        return width
+    stride, _ = _stride_and_exact_halo(segmenter.model, receptive_field_of(segmenter.model))
+    return canvas_width(width, stride)
+
+
+def canvas_io(segmenter: Segmenter, width: int, source: TileSource, sink: TileSink) -> tuple[TileSource, TileSink]:
+    """Source and sink over the job's canvas: zeros read right of the image's `width`, and not written."""
+    if job_width(segmenter, width) == width:
+        return source, sink
+    return padded_source(source, width), cropped_sink(sink, width)
 
 
 def _stride_and_exact_halo(model: torch.nn.Module, field: ReceptiveField | str) -> tuple[int, int | None]:
@@ -191,13 +233,15 @@ def segment_in_tiles(
     labels = np.zeros((image.height, image.width), np.uint8)
     probs = np.zeros((info.config.num_classes, image.height, image.width), np.float32) if want_probs else None
     held = image.pixels.nbytes + labels.nbytes + (probs.nbytes if probs is not None else 0)
-    plan = plan_tiles(segmenter, image.height, image.width, output, held_bytes=held)
-    if plan.mode != "whole" or segmenter.options.tiling != "auto":
-        on_event(plan_event(plan))
     source = array_source(image.pixels, lambda pixels: to_model_input(
         ImageData(pixels), info.config.in_channels, info.mean, info.std))
+    source, sink = canvas_io(segmenter, image.width, source, ArraySink(labels, probs))
+    plan = plan_tiles(segmenter, image.height, job_width(segmenter, image.width), output, held_bytes=held,
+                      image_width=image.width)
+    if plan.mode != "whole" or segmenter.options.tiling != "auto":
+        on_event(plan_event(plan))
     outcome: TilingOutcome = run_tiles(
-        plan, source, ArraySink(labels, probs), runner_for(segmenter, output, cancel), device=segmenter.device,
+        plan, source, sink, runner_for(segmenter, output, cancel), device=segmenter.device,
         cancel=cancel, on_event=on_event, cpu_runner=cpu_runner_for(segmenter))
     return TiledResult(labels, probs, outcome.device, [plan.describe()] + outcome.notes)
 
@@ -208,6 +252,8 @@ __all__ = [
     "check_budget",
     "cpu_runner_for",
     "estimate_tile_bytes",
+    "canvas_io",
+    "job_width",
     "plan_event",
     "plan_tiles",
     "receptive_field_of",

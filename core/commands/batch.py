@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_probs_option(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="redo every image and replace existing outputs (default: resume, replace nothing)")
-    add_inference_options(parser)
+    add_inference_options(parser, mirror="flip")
     add_memory_log_option(parser)
     add_ray_options(parser)
     parser.set_defaults(run=run)

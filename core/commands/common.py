@@ -18,7 +18,7 @@ from ..io.images import DEFAULT_MAX_PIXELS, set_max_pixels
 from ..memory import MemoryMonitor, parse_bytes
 from ..model.checkpoint import CheckpointError, LoadedModel
 from ..model.sources import load_model as open_model_file
-from ..predict import ENGINES, PRECISIONS, TILING_MODES, InferenceOptions, Segmenter
+from ..predict import ENGINES, MIRROR_MODES, PRECISIONS, TILING_MODES, InferenceOptions, Segmenter
 from ..segment_tiled import check_budget
 
 
@@ -45,7 +45,8 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_inference_options(parser: argparse.ArgumentParser) -> None:
+def add_inference_options(parser: argparse.ArgumentParser, mirror: str = "off") -> None:
+    """The inference flags every command that infers shares; `mirror`: this command's default --mirror."""
     group = parser.add_argument_group("inference")
     group.add_argument("--model", type=Path, metavar="MODEL",
                        help="a .pt2 or .onnx graph (card NAME.json beside it), a .leanseg bundle or a leanseg "
@@ -57,6 +58,9 @@ def add_inference_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--memory-budget", type=size_argument, default=None, metavar="SIZE",
                        help="e.g. 512MB; default: a fraction of free device memory")
     group.add_argument("--tiling", choices=TILING_MODES, default="auto", help="default auto")
+    group.add_argument("--mirror", choices=MIRROR_MODES, default=mirror,
+                       help=f"flip: average each tile's logits with its left-right mirror's, a test-time augmentation "
+                            f"that costs twice the time (default {mirror})")
     group.add_argument("--threads", type=positive_int, default=None, metavar="N",
                        help="CPU threads (default: torch's choice)")
     group.add_argument("--max-pixels", type=positive_int, default=DEFAULT_MAX_PIXELS, metavar="N",
@@ -87,6 +91,7 @@ def inference_options(args: argparse.Namespace, want_probs: bool = False) -> Inf
         memory_budget=args.memory_budget,
         tiling=args.tiling,
         want_probs=want_probs,
+        mirror=getattr(args, "mirror", "off"),
     )
 
 
@@ -105,9 +110,12 @@ def build_segmenter(args: argparse.Namespace, want_probs: bool = False) -> Segme
 
 
 def describe_segmenter(segmenter: Segmenter) -> str:
-    """The line a command prints before it starts: `model PATH on DEVICE, engine ENGINE, PRECISION`."""
+    """The line a command prints before it starts: `model PATH on DEVICE, engine ENGINE, PRECISION[, mirror
+    averaging]`."""
     options = segmenter.options
     line = f"model {segmenter.loaded.path} on {segmenter.device}, engine {options.engine}, {options.precision}"
+    if options.mirror == "flip":
+        line += ", mirror averaging (--mirror off: half the time)"
     return "\n".join([line, *(f"note: {note}" for note in segmenter.notes)])
 
 

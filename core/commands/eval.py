@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("out"), help="folder for the JSON (default out/)")
     p.add_argument("--per-sequence", action="store_true",
                    help="also report each sequence (frame-name prefix before the first '_') on its own")
-    add_inference_options(p)
+    add_inference_options(p, mirror="flip")
     p.set_defaults(run=run)
 
 

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace existing outputs that no `leanseg segment` wrote (default: refuse them; "
                              "inputs are never overwritten)")
-    add_inference_options(parser)
+    add_inference_options(parser, mirror="flip")
     add_memory_log_option(parser)
     parser.set_defaults(run=run)
 

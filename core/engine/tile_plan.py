@@ -56,6 +56,7 @@ class TilingPlan:
     tile_bytes: int | None = None  # predicted peak of the largest tile
     budget_bytes: int | None = None  # the budget the plan was sized for: tiles plus held_bytes
     held_bytes: int = 0  # what the job holds besides the tile: the image and its output arrays
+    image_width: int | None = None  # the image's own width when `width` is a canvas padded wider (mirror averaging)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -85,7 +86,7 @@ class TilingPlan:
                   if self.budget_bytes else "")
         estimate = f", estimated peak {format_bytes(self.tile_bytes)}" if self.tile_bytes else ""
         if self.mode == "whole":
-            return f"whole image {self.width}x{self.height} in one pass{estimate}{budget}"
+            return f"whole image {self.image_width or self.width}x{self.height} in one pass{estimate}{budget}"
         rows, cols = self.grid
         tile_rows, tile_cols = (min(side, whole) for side, whole in zip(self.tile_shape, (self.height, self.width)))
         grid = "one tile" if rows == cols == 1 else f"{_count(rows, 'row')} x {_count(cols, 'column')} of tiles"
@@ -115,7 +116,8 @@ def grow_box(core: Box, halo_px: int, height: int, width: int) -> Box:
 
 def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile_bytes: TileBytes,
                   stride: int, exact_halo_px: int | None, fast_halo_px: int | None = None, held_bytes: int = 0,
-                  max_tile_bytes: int | None = None, refuse_over_budget: bool = False) -> TilingPlan:
+                  max_tile_bytes: int | None = None, refuse_over_budget: bool = False,
+                  image_width: int | None = None) -> TilingPlan:
     """Pick whole-image or tiled inference, and the tile grid that reads the fewest pixels within the budget.
 
     mode: 'auto' (whole if it fits, else exact tiles; fast ones for a model with no bounded receptive field,
@@ -125,7 +127,7 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
     tiles read, halos included, and of the grids whose largest tile fits, the cheapest wins (ties: fewer tiles).
     `max_tile_bytes` caps a tile's share further (the default budget's DEFAULT_MAX_TILE_BYTES). When none fits,
     BudgetTooSmallError with `refuse_over_budget` (a budget the user gave), else the smallest tile, and the plan
-    says it is over budget.
+    says it is over budget. `image_width`: the image's own width where `width` is a wider canvas (messages).
     """
     if mode not in ("auto", "off", "exact", "fast"):
         raise ValueError(f"unknown tiling mode {mode!r}; valid: auto, exact, fast, off")
@@ -137,7 +139,7 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
         tile_budget = min(tile_budget, max_tile_bytes)
     if mode == "off" or (mode == "auto" and whole_bytes <= tile_budget):
         return TilingPlan("whole", height, width, whole_shape, 0, stride, exact_halo_px, whole_bytes, budget_bytes,
-                          held_bytes)
+                          held_bytes, image_width)
     if exact_halo_px is None and mode == "exact":
         raise ValueError("exact tiles need a bounded receptive field, and this model has none; use fast or off")
     tiled_mode = "fast" if mode == "fast" or exact_halo_px is None else "exact"
@@ -168,12 +170,12 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
     if best is None and refuse_over_budget:
         smallest = need(row_count, col_count)
         raise BudgetTooSmallError(
-            f"the memory budget {format_bytes(budget_bytes)} cannot hold a {width}x{height} image: its pixels and "
-            f"outputs take {format_bytes(held_bytes)} and the smallest tile ({rows.core(row_count)}x"
+            f"the memory budget {format_bytes(budget_bytes)} cannot hold a {image_width or width}x{height} image: "
+            f"its pixels and outputs take {format_bytes(held_bytes)} and the smallest tile ({rows.core(row_count)}x"
             f"{cols.core(col_count)} px + halo {halo} px) {format_bytes(smallest)}; give --memory-budget at least "
             f"{format_bytes(held_bytes + smallest)}")
     return TilingPlan(tiled_mode, height, width, (rows.core(row_count), cols.core(col_count)), halo, stride,
-                      exact_halo_px, need(row_count, col_count), budget_bytes, held_bytes)
+                      exact_halo_px, need(row_count, col_count), budget_bytes, held_bytes, image_width)
 
 
 def _fewest_fitting(fitting: int, fits: Callable[[int], bool]) -> int:

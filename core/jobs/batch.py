@@ -64,7 +64,7 @@ class BatchSummary:
 
 
 def model_fingerprint(segmenter: Segmenter) -> dict[str, str]:
-    """What determines the labels: the weights' sha256 and the precision (not the file name)."""
+    """What determines the labels: the weights' sha256, the precision and mirror averaging (not the file name)."""
     digest = hashlib.sha256()
     path = segmenter.loaded.path
     if path is not None and Path(path).is_file():
@@ -76,7 +76,8 @@ def model_fingerprint(segmenter: Segmenter) -> dict[str, str]:
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     name = Path(path).name if path is not None else "(in memory)"
-    return {"model": name, "sha256": digest.hexdigest(), "precision": segmenter.options.precision}
+    return {"model": name, "sha256": digest.hexdigest(), "precision": segmenter.options.precision,
+            "mirror": segmenter.options.mirror}
 
 
 def run_batch(

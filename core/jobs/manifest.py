@@ -38,7 +38,7 @@ class Manifest:
 
     def __init__(self, out_dir: Path, fingerprint: dict[str, Any], class_names: tuple[str, ...]) -> None:
         self.out_dir = out_dir
-        self.fingerprint = fingerprint  # what made the outputs: model (file name, sha256), precision
+        self.fingerprint = fingerprint  # what made the outputs: model (file name, sha256), precision, mirror
         self.class_names = class_names
         self.records: dict[str, ImageRecord] = {}
         self.pending: dict[str, list[str]] = {}  # source -> outputs being written right now
@@ -203,12 +203,14 @@ def summary_csv(records: dict[str, ImageRecord], class_names: tuple[str, ...]) -
 
 
 def _same_results(old: Any, new: dict[str, Any]) -> bool:
-    """Same weights and precision make the same labels; the model's file name may differ."""
-    return isinstance(old, dict) and all(old.get(key) == new.get(key) for key in ("sha256", "precision"))
+    """Same weights, precision and mirror averaging make the same labels; the model's file name may differ.
+    A manifest from before mirror averaging existed ran without it."""
+    return (isinstance(old, dict) and all(old.get(key) == new.get(key) for key in ("sha256", "precision"))
+            and old.get("mirror", "off") == new.get("mirror", "off"))
 
 
 def _describe(fingerprint: Any) -> str:
     if not isinstance(fingerprint, dict):
         return "an unknown model"
     return f"model {fingerprint.get('model', '?')} (sha256 {str(fingerprint.get('sha256', '?'))[:12]}), " \
-           f"precision {fingerprint.get('precision', '?')}"
+           f"precision {fingerprint.get('precision', '?')}, mirror {fingerprint.get('mirror', 'off')}"

@@ -22,7 +22,7 @@ from ..io.images import ImageData, to_model_input
 from ..io.large import MEMMAP_MIN_PIXELS, MappedTiff, create_label_tiff, mappable_tiff, open_large_tiff
 from ..memory import peak_bytes, reset_peak
 from ..predict import Segmenter
-from ..segment_tiled import cpu_runner_for, plan_event, plan_tiles, runner_for
+from ..segment_tiled import canvas_io, cpu_runner_for, job_width, plan_event, plan_tiles, runner_for
 
 
 @dataclass
@@ -62,15 +62,17 @@ def segment_large_tiff(
         raise ValueError(f"{in_path}: the output {out_path.name} would overwrite the input; choose another path")
     start_bytes = reset_peak(segmenter.device)
     start = time.perf_counter()
-    plan = plan_tiles(segmenter, source_tiff.height, source_tiff.width, output="labels")
+    plan = plan_tiles(segmenter, source_tiff.height, job_width(segmenter, source_tiff.width), output="labels",
+                      image_width=source_tiff.width)
     on_event(plan_event(plan))
     out_path.parent.mkdir(parents=True, exist_ok=True)
     partial = out_path.with_name(f".{out_path.name}.partial")
     labels_tiff = create_label_tiff(partial, source_tiff.height, source_tiff.width)
     try:
-        outcome = run_tiles(plan, _mapped_source(source_tiff, segmenter), _mapped_sink(labels_tiff),
-                            runner_for(segmenter, "labels", cancel), device=segmenter.device, cancel=cancel,
-                            on_event=on_event, cpu_runner=cpu_runner_for(segmenter))
+        source, sink = canvas_io(segmenter, source_tiff.width, _mapped_source(source_tiff, segmenter),
+                                 _mapped_sink(labels_tiff))
+        outcome = run_tiles(plan, source, sink, runner_for(segmenter, "labels", cancel), device=segmenter.device,
+                            cancel=cancel, on_event=on_event, cpu_runner=cpu_runner_for(segmenter))
         os.replace(partial, out_path)
     finally:
         partial.unlink(missing_ok=True)

@@ -41,9 +41,10 @@ def restore(window: QMainWindow, settings: AppSettings, controls: InferenceContr
             precision=settings.text("inference/precision", "fp32"),
             memory_budget=budget_mb * 1_000_000 if budget_mb > 0 else None,
             tiling=settings.text("inference/tiling", "auto"),
+            mirror=settings.text("inference/mirror", "flip"),
         )
     except ValueError:  # settings from another version: start from the defaults
-        options = InferenceOptions(device=device)
+        options = InferenceOptions(device=device, mirror="flip")
     controls.set_options(options)
     overlay_panel.set_opacity(settings.number("overlay/opacity", 0.5))
     overlay_panel.show_overlay.setChecked(settings.flag("overlay/visible", True))
@@ -66,6 +67,7 @@ def save(window: QMainWindow, settings: AppSettings, controls: InferenceControls
     settings.set_text("inference/precision", options.precision)
     settings.set_number("inference/memory_budget_mb", (options.memory_budget or 0) // 1_000_000)
     settings.set_text("inference/tiling", options.tiling)
+    settings.set_text("inference/mirror", options.mirror)
     settings.set_number("overlay/opacity", overlay_panel.opacity.value() / 100)
     settings.set_flag("overlay/visible", overlay_panel.show_overlay.isChecked())
     if model_path is not None:

@@ -5,10 +5,13 @@ options, marks export events on its memory timeline, and stops its threads when 
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, Qt
+
+from leanseg.core.predict import InferenceOptions
 
 from .panel import VideoPanel
 
@@ -26,6 +29,11 @@ class _ShutdownOnClose(QObject):
         return False
 
 
+def video_options(options: InferenceOptions) -> InferenceOptions:
+    """Video runs without mirror averaging, which would halve the frame rate (`leanseg video`'s default too)."""
+    return replace(options, mirror="off")
+
+
 def show_video(window: Any, path: Path) -> VideoPanel:
     """The main window's `open_video`: open `path` in its video panel (made on first use) and show it.
 
@@ -33,13 +41,14 @@ def show_video(window: Any, path: Path) -> VideoPanel:
     export's job events on the memory timeline and shows errors through `window.show_error`.
     """
     panel: VideoPanel | None = getattr(window, "video_panel", None)
-    options = window.controls.options()
+    options = video_options(window.controls.options())
     if panel is None:
         panel = VideoPanel(window, window.model_requested, options)
         panel.setWindowFlag(Qt.WindowType.Window, True)
         window.video_panel = panel
         window.installEventFilter(_ShutdownOnClose(panel))
-        window.model_changed.connect(lambda status: panel.set_model(window.model_requested, status.options))
+        window.model_changed.connect(lambda status: panel.set_model(window.model_requested,
+                                                                            video_options(status.options)))
         panel.job_event.connect(lambda event: window.monitor.mark_event(event) if window.monitor else None)
         panel.error_shown.connect(lambda message: window.statusBar().showMessage(message, 10000))
     elif (panel.model_path, panel.options) != (window.model_requested, options):

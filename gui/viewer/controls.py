@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFormLayout,
     QHBoxLayout,
@@ -65,6 +66,9 @@ class InferenceControls(QWidget):
         self.memory_budget.setSpecialValueText("auto")
         self.memory_budget.setToolTip("Most memory inference may hold; auto: a fraction of free device memory")
         self.tiling = _combo(TILING_MODES, TILING_TIPS)
+        self.mirror = QCheckBox("Mirror averaging")
+        self.mirror.setToolTip("Average each image's result with its left-right mirror's: a little more accurate, "
+                               "twice the time (still images; video runs without it)")
         self.segment = QPushButton("Segment")
         self.segment.setObjectName("primary")
         self.segment.setToolTip("Segment the image (F5)")
@@ -81,9 +85,10 @@ class InferenceControls(QWidget):
         self.last_result.setWordWrap(True)
         self.last_result.setObjectName("lastResult")
         self._build_layout()
-        self.set_options(InferenceOptions(device=self.device.itemData(0)))
+        self.set_options(InferenceOptions(device=self.device.itemData(0), mirror="flip"))
         for combo in (self.device, self.engine, self.precision, self.tiling):
             combo.currentIndexChanged.connect(self._emit_options)
+        self.mirror.toggled.connect(self._emit_options)
         self.memory_budget.valueChanged.connect(self._emit_options)
 
     def _build_layout(self) -> None:
@@ -96,6 +101,7 @@ class InferenceControls(QWidget):
         form.addRow("Precision", self.precision)
         form.addRow("Memory budget", self.memory_budget)
         form.addRow("Tiling", self.tiling)
+        form.addRow("", self.mirror)
         buttons = QHBoxLayout()
         buttons.addWidget(self.segment, 1)
         buttons.addWidget(self.cancel)
@@ -118,6 +124,7 @@ class InferenceControls(QWidget):
             precision=self.precision.currentData(),
             memory_budget=budget_mb * MB if budget_mb else None,
             tiling=self.tiling.currentData(),
+            mirror="flip" if self.mirror.isChecked() else "off",
         )
 
     def set_options(self, options: InferenceOptions) -> None:
@@ -133,6 +140,9 @@ class InferenceControls(QWidget):
             self.memory_budget.blockSignals(True)
             self.memory_budget.setValue((options.memory_budget or 0) // MB)
             self.memory_budget.blockSignals(False)
+            self.mirror.blockSignals(True)
+            self.mirror.setChecked(options.mirror == "flip")
+            self.mirror.blockSignals(False)
         finally:
             self.blockSignals(False)
 

@@ -92,7 +92,7 @@ def test_budget_below_the_smallest_tile_is_a_usage_error(tmp_path: Path, tiny_ch
 
 def test_a_tiled_image_shows_each_tile(tmp_path: Path, tiny_checkpoint: Path, big_image: Path) -> None:
     process = _leanseg("segment", str(big_image), "--out", str(tmp_path / "out"), "--model", str(tiny_checkpoint),
-                       "--device", "cpu", "--memory-budget", "60MB")
+                       "--device", "cpu", "--memory-budget", "60MB", "--mirror", "off")
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr
     assert "tiling exact: 2 rows x 2 columns" in stdout
@@ -103,7 +103,7 @@ def test_a_tiled_image_shows_each_tile(tmp_path: Path, tiny_checkpoint: Path, bi
 def test_ctrl_c_stops_within_a_tile(tmp_path: Path, tiny_checkpoint: Path, big_image: Path) -> None:
     out = tmp_path / "out"
     process = _leanseg("segment", str(big_image), "--out", str(out), "--model", str(tiny_checkpoint),
-                       "--device", "cpu", "--memory-budget", "40MB")
+                       "--device", "cpu", "--memory-budget", "40MB", "--mirror", "off")
     assert process.stdout is not None
     lines = []
     for line in process.stdout:

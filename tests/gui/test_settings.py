@@ -22,6 +22,8 @@ def test_settings_survive_a_restart_of_the_window(qtbot, make_window, gui_tiny_c
     controls.precision.setCurrentIndex(controls.precision.findData("bf16"))
     controls.tiling.setCurrentIndex(controls.tiling.findData("exact"))
     controls.memory_budget.setValue(512)
+    assert controls.mirror.isChecked()  # a fresh window averages with the mirror image
+    controls.mirror.setChecked(False)
     controls.blockSignals(False)
     first.overlay_panel.opacity.setValue(30)
     first.overlay_panel.show_overlay.setChecked(False)
@@ -36,8 +38,8 @@ def test_settings_survive_a_restart_of_the_window(qtbot, make_window, gui_tiny_c
         second.show()
     assert blocker.args[0].path == gui_tiny_checkpoint
     options = second.controls.options()
-    assert (options.engine, options.precision, options.tiling, options.memory_budget) == (
-        "eager", "bf16", "exact", 512_000_000)
+    assert (options.engine, options.precision, options.tiling, options.memory_budget, options.mirror) == (
+        "eager", "bf16", "exact", 512_000_000, "off")
     assert second.overlay_panel.opacity.value() == 30
     assert not second.overlay_panel.show_overlay.isChecked()
     assert second.size() == saved_size
