@@ -116,7 +116,13 @@ def describe_segmenter(segmenter: Segmenter) -> str:
     line = f"model {segmenter.loaded.path} on {segmenter.device}, engine {options.engine}, {options.precision}"
     if options.mirror == "flip":
         line += ", mirror averaging (--mirror off: half the time)"
-    return "\n".join([line, *(f"note: {note}" for note in segmenter.notes)])
+    notes = list(segmenter.notes)
+    if segmenter.info.provenance.get("card") == "defaults":
+        path = segmenter.loaded.path
+        notes.append(f"no card beside {path}: default class names and palette, ImageNet mean/std, RGB input; if the "
+                     f"net expects otherwise, write {path.with_suffix('.json').name if path else 'NAME.json'} "
+                     "(README: 'The model card')")
+    return "\n".join([line, *(f"note: {note}" for note in notes)])
 
 
 def report_error(err: Exception) -> int:

@@ -102,8 +102,8 @@ def check_pixels(path: str | Path, height: int, width: int, limit: int, option: 
     if height * width > limit:
         raise ImageReadError(
             path,
-            f"{width}x{height} = {height * width / 1e6:.0f} megapixels exceeds the limit of "
-            f"{limit / 1e6:.0f} megapixels (raise it with {option})",
+            f"{width}x{height} = {height * width:,} pixels exceeds the limit of {limit:,} pixels "
+            f"(raise it with {option})",
         )
 
 

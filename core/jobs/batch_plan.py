@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..io.images import IMAGE_SUFFIXES
 from ..io.output_names import OUTPUT_SUFFIXES, output_file_name, output_stems, stem_at_level
-from .manifest import Manifest
+from .manifest import MANIFEST_NAME, Manifest
 
 # atomic_write_bytes names its temporary files ".NAME.XXXXXXXX.tmp"; a kill can leave one behind
 _TEMP_FILE = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{8}\.tmp$")
@@ -77,14 +77,16 @@ class BatchPlan:
 
 
 def find_images(in_dir: Path, recursive: bool, suffixes: tuple[str, ...], exclude: Path | None = None) -> list[Path]:
-    """Image files in `in_dir` (sorted by relative path); hidden files/folders and `exclude` skipped."""
+    """Image files in `in_dir` (sorted by relative path); hidden files/folders, `exclude` and sub-folders that
+    hold a batch manifest (leanseg's own earlier outputs) skipped."""
     wanted = {s.lower() for s in suffixes}
     excluded = exclude.resolve() if exclude is not None else None
     found: list[Path] = []
     for folder, dirs, files in os.walk(in_dir):
         base = Path(folder)
         dirs[:] = sorted(d for d in dirs if recursive and not d.startswith(".")
-                         and (excluded is None or (base / d).resolve() != excluded))
+                         and (excluded is None or (base / d).resolve() != excluded)
+                         and not (base / d / MANIFEST_NAME).is_file())
         found.extend(base / name for name in files
                      if not name.startswith(".") and Path(name).suffix.lower() in wanted and (base / name).is_file())
     return sorted(found, key=lambda p: p.relative_to(in_dir).as_posix())

@@ -61,6 +61,8 @@ def _is_bundle(path: Path) -> bool:
 def load_model(path: str | Path) -> LoadedModel:
     """Any model file leanseg opens, as a LoadedModel (CPU, eval); raises CheckpointError naming the file."""
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path}: is a folder, not a model file (.safetensors, .pt2, .onnx or .leanseg)")
     if not path.is_file():
         raise CheckpointError(f"{path}: no such file")
     kind = detect_format(path)

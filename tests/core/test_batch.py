@@ -149,6 +149,8 @@ def test_recursive_mirrors_subfolders_and_skips_an_output_folder_inside_the_inpu
         "img00_png_labels.png", "img00_jpg_labels.png", "day/a/img00_labels.png"}
     again = run_batch(BatchSettings(inputs, out, recursive=True), segmenter)  # outputs are not inputs
     assert again.total == 3 and again.finished_before == 3
+    elsewhere = run_batch(BatchSettings(inputs, tmp_path / "second", recursive=True), segmenter)
+    assert elsewhere.total == 3  # the first run's output folder (it holds a manifest) is not read as input
     with pytest.raises(ValueError, match="is the input folder"):
         BatchSettings(inputs, inputs)
 

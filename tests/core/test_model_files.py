@@ -79,13 +79,25 @@ def test_format_comes_from_the_content_not_the_suffix(models: dict[str, Path], t
     assert loaded.info.provenance["format"] == "pt2"
 
 
-def test_without_a_card_the_defaults_apply_and_are_said(models: dict[str, Path], tmp_path: Path) -> None:
+def test_without_a_card_the_defaults_apply_and_are_said(models: dict[str, Path], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     bare = tmp_path / "bare.onnx"
     shutil.copy(models["onnx"], bare)
     loaded = load_model(bare)
     assert loaded.info.class_names == tuple(f"class {i}" for i in range(5))
     assert loaded.info.mean == (0.485, 0.456, 0.406) and loaded.info.provenance["card"] == "defaults"
     assert "no card" in describe(loaded) and "ImageNet mean/std" in describe(loaded)
+    samples.write_image(tmp_path / "x.png", 40, 64)
+    assert main(["segment", str(tmp_path / "x.png"), "--model", str(bare), "--out", str(tmp_path / "out"),
+                 "--device", "cpu", "--no-overlay"]) == 0
+    assert "note: no card beside" in capsys.readouterr().out
+
+
+def test_a_folder_given_as_the_model_is_named_as_a_folder(image: tuple[Path, np.ndarray], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert segment_cli(image[0], tmp_path, tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path}: is a folder, not a model file" in err and not (tmp_path / "out").exists()
 
 
 def test_import_model_says_what_it_assumed_and_models_lists_the_bundle(
