@@ -23,7 +23,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one sub-command; the exit code says whether everything succeeded."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        parser.print_help()  # a bare `leanseg`: what it can do, not a usage error
+        return 0
+    args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:

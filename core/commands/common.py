@@ -54,7 +54,9 @@ def add_inference_options(parser: argparse.ArgumentParser, mirror: str = "off") 
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     group.add_argument("--engine", choices=ENGINES, default=InferenceOptions.engine,
                        help=f"memory-lean engine or plain PyTorch (default {InferenceOptions.engine})")
-    group.add_argument("--precision", choices=PRECISIONS, default="fp32", help="default fp32")
+    group.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                       help="bf16 runs faster where the CPU (AVX512-BF16, AMX) or GPU has it natively; its labels "
+                            "agree with fp32 on about 99.9%% of pixels with the default model (default fp32)")
     group.add_argument("--memory-budget", type=size_argument, default=None, metavar="SIZE",
                        help="e.g. 512MB; default: a fraction of free device memory")
     group.add_argument("--tiling", choices=TILING_MODES, default="auto", help="default auto")

@@ -69,8 +69,9 @@ class Manifest:
                                     "this folder over, or choose another output folder") from err
             if not _same_results(data.get("fingerprint"), self.fingerprint):
                 raise ManifestError(
-                    f"{self.out_dir} holds results made with {_describe(data.get('fingerprint'))}, not "
-                    f"{_describe(self.fingerprint)}; pass --overwrite to redo them, or choose another output folder"
+                    f"{self.out_dir} holds results made with {_describe(data.get('fingerprint'), self.fingerprint)}, "
+                    f"not {_describe(self.fingerprint, data.get('fingerprint'))}; pass --overwrite to redo them, or "
+                    "choose another output folder"
                 )
             self.records, self.pending = records, pending
             self.owned = owned | {f.path for r in records.values() for f in r.outputs.values()}
@@ -209,8 +210,16 @@ def _same_results(old: Any, new: dict[str, Any]) -> bool:
             and old.get("mirror", "off") == new.get("mirror", "off"))
 
 
-def _describe(fingerprint: Any) -> str:
+def _describe(fingerprint: Any, other: Any = None) -> str:
+    """What made the results; beside `other` (the fingerprint it is compared with), only where they differ."""
     if not isinstance(fingerprint, dict):
         return "an unknown model"
-    return f"model {fingerprint.get('model', '?')} (sha256 {str(fingerprint.get('sha256', '?'))[:12]}), " \
-           f"precision {fingerprint.get('precision', '?')}, mirror {fingerprint.get('mirror', 'off')}"
+    parts = {"model": f"model {fingerprint.get('model', '?')} (sha256 {str(fingerprint.get('sha256', '?'))[:12]})",
+             "precision": f"precision {fingerprint.get('precision', '?')}",
+             "mirror": f"mirror {fingerprint.get('mirror', 'off')}"}
+    if isinstance(other, dict):
+        same = {"model": fingerprint.get("sha256") == other.get("sha256"),
+                "precision": fingerprint.get("precision") == other.get("precision"),
+                "mirror": fingerprint.get("mirror", "off") == other.get("mirror", "off")}
+        parts = {key: text for key, text in parts.items() if not same[key]} or parts
+    return ", ".join(parts.values())

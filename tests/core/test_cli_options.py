@@ -116,3 +116,9 @@ def test_bench_and_profile_refuse_a_missing_cuda_device_in_one_line(command: str
     done = _leanseg(command, "--device", "cuda")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "CUDA is not available here" in done.stderr and "make torch TORCH_INDEX=" in done.stderr
+
+
+def test_a_bare_leanseg_prints_its_commands_and_succeeds() -> None:
+    result = subprocess.run([sys.executable, "-m", "leanseg.core"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "usage: leanseg" in result.stdout and "segment" in result.stdout and not result.stderr
