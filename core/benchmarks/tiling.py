@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tile-budget", type=parse_bytes, default=parse_bytes("512MB"), metavar="SIZE",
                        help="memory budget of the tiled runs (default 512MB)")
     group.add_argument("--tile-model", type=Path, default=None,
-                       help="checkpoint; default: the shipped model, else a random-init MobileUNet(11, 0.75)")
+                       help="a .safetensors checkpoint, .pt2, .onnx or .leanseg; default: the shipped model, "
+                            "else a random-init MobileUNet(11, 0.75)")
     group.add_argument("--tile-image", type=Path, default=SAMPLE, help="picture scaled up to each size")
     group.add_argument("--agreement", type=int, default=2048, metavar="N",
                        help="compare tiled and whole-image logits at N x N (0: skip; default 2048)")

@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("profile", help="memory profile and train/eval/engine comparison of one model",
                             description=__doc__, formatter_class=HELP_FORMATTER)
     parser.add_argument("--model", type=Path, default=None,
-                        help="checkpoint; default: the shipped model, else MobileUNet's default config")
+                        help="a .safetensors checkpoint, .pt2, .onnx or .leanseg; default: the shipped model, else "
+                             "MobileUNet's default config")
     parser.add_argument("--size", type=int, default=1024, help="square input side in pixels")
     parser.add_argument("--out", type=Path, default=Path("out/profile"), help="folder for JSON and charts")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per configuration (median)")
