@@ -3,7 +3,9 @@
 Also writes OUT.csv (per-frame class fractions) unless --no-csv, and per-frame label PNGs with
 --labels-dir; with --no-overlay no video is written, only those. The output is the input's size
 (.avi keeps odd sizes; other types add one column/row to reach an even size and say so). It is
-finalised on Ctrl-C too: it then holds the frames done so far.
+finalised on Ctrl-C too: it then holds the frames done so far. An output that is the input, that
+another output of the run also names, or that exists and no `leanseg video` wrote is refused
+(--overwrite replaces the last kind) before the model loads.
 """
 from __future__ import annotations
 
@@ -12,10 +14,14 @@ import sys
 from pathlib import Path
 
 from ..events import JobEvent
+from ..io.output_names import output_stem
 from ..io.video import VideoReadError
 from ..io.video_writer import WRITER_CODECS, VideoWriteError
 from ..jobs import VideoJobOptions, segment_video
+from ..jobs.video_guard import VideoOutputGuard
 from ..memory import format_bytes
+from ..memory.log import sidecar_path
+from ..predict import Segmenter
 from .common import (
     CommandError,
     add_inference_options,
@@ -42,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--csv", type=Path, default=None, metavar="PATH",
                         help="per-frame class fractions (default: OUT with .csv)")
     parser.add_argument("--no-csv", action="store_true", help="do not write the class-fraction CSV")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing outputs that no `leanseg video` wrote (default: refuse them; "
+                             "the input is never overwritten)")
     add_overlay_options(parser, what="the overlay video OUT (--no-overlay: only OUT.csv and --labels-dir PNGs)")
     add_inference_options(parser)
     add_memory_log_option(parser)
@@ -57,9 +66,31 @@ def run(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             write_video=args.overlay,
         )
+        guard = _output_guard(args, options)
+        guard.check()  # before the model loads and before anything is written
         segmenter = build_segmenter(args)
-    except (CommandError, ValueError) as err:
+    except (CommandError, ValueError) as err:  # VideoOutputRefused is a ValueError
         return report_error(err)
+    try:
+        return _run(args, options, segmenter, guard)
+    finally:
+        guard.close()
+
+
+def _output_guard(args: argparse.Namespace, options: VideoJobOptions) -> VideoOutputGuard:
+    """Every file this run writes, with what it is and the option that names it."""
+    files: list[tuple[Path, str]] = []
+    if options.write_video:
+        files.append((args.out, "the output video (--out)"))
+    if options.csv_path is not None:
+        files.append((options.csv_path, "the class-fraction CSV (--csv, default OUT with .csv)"))
+    if args.memory_log is not None:
+        files.append((args.memory_log, "the memory log (--memory-log)"))
+        files.append((sidecar_path(args.memory_log), "the memory log's JSON sidecar (--memory-log)"))
+    return VideoOutputGuard(args.input, files, options.labels_dir, output_stem(args.input), args.overwrite)
+
+
+def _run(args: argparse.Namespace, options: VideoJobOptions, segmenter: Segmenter, guard: VideoOutputGuard) -> int:
     print(describe_segmenter(segmenter))
     progress = JobProgress(args.input.name, unit="frames")
 
@@ -74,10 +105,15 @@ def run(args: argparse.Namespace) -> int:
             progress.note(f"  {event.message}")
 
     try:
+        if args.memory_log is not None:
+            guard.claim(args.memory_log)
+            guard.claim(sidecar_path(args.memory_log))
         with memory_logging(args.memory_log, segmenter.device, show) as on_event:
-            summary = segment_video(args.input, args.out, segmenter, options, on_event=on_event)
+            summary = segment_video(args.input, args.out, segmenter, options, on_event=on_event, guard=guard)
     except (VideoReadError, VideoWriteError, CommandError) as err:
         return report_error(err)
+    except OSError as err:  # e.g. a folder that cannot be written
+        return report_error(CommandError(f"{err.filename or args.out}: cannot write it ({err.strerror or err})"))
     except KeyboardInterrupt:
         progress.close()
         print(f"interrupted; {args.out} holds the frames segmented so far", file=sys.stderr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from ..io.video import VideoInfo, VideoReader
 from ..io.video_writer import VideoWriteError, VideoWriter
 from ..memory import format_bytes
 from ..predict import Segmenter
+from .video_guard import VideoOutputGuard
 from .video_outputs import ClassFractionsCsv, SegmentedFrameSink
 
 DEFAULT_FPS = 25.0  # output frame rate when the input's container does not say
@@ -77,11 +79,13 @@ def segment_video(
     *,
     cancel: threading.Event | None = None,
     on_event: EventSink = ignore_event,
+    guard: VideoOutputGuard | None = None,
 ) -> VideoJobSummary:
     """Segment a video into an overlay video; raises VideoReadError/VideoWriteError for bad paths.
 
     Frames are (H, W, 3) uint8 RGB; labels (H, W) uint8. Events: start, info (the output is padded to
     an even size), frame (index k of count, data fps), warning (input stopped early), cancelled, done.
+    With a `guard` (already checked by the caller), each output is noted in it before it is written.
     """
     input_path, output_path = Path(input_path), Path(output_path)
     if options.write_video and output_path.exists() and output_path.resolve() == input_path.resolve():
@@ -91,7 +95,13 @@ def segment_video(
         summary = VideoJobSummary(input_path, info, frames_expected=reader.frames_to_read,
                                   csv_path=options.csv_path)
         out_fps = (info.fps or DEFAULT_FPS) / options.every
-        sink = _open_sink(output_path, out_fps, info, segmenter, options, output_stem(input_path))
+        if guard is not None:
+            if options.write_video:
+                guard.claim(output_path)
+            if options.csv_path is not None:
+                guard.claim(options.csv_path)
+        sink = _open_sink(output_path, out_fps, info, segmenter, options, output_stem(input_path),
+                          guard.claim if guard is not None else None)
         on_event(JobEvent("start", f"{input_path.name}: {info.describe()}, on {segmenter.device}",
                           count=summary.frames_expected, path=str(input_path)))
         if sink.writer is not None and sink.writer.padding_note:
@@ -116,7 +126,7 @@ def segment_video(
 
 
 def _open_sink(output_path: Path, fps: float, info: VideoInfo, segmenter: Segmenter, options: VideoJobOptions,
-               stem: str) -> SegmentedFrameSink:
+               stem: str, claim: Callable[[Path], None] | None) -> SegmentedFrameSink:
     writer = VideoWriter(output_path, fps, info.width, info.height) if options.write_video else None
     try:
         csv = None
@@ -124,7 +134,7 @@ def _open_sink(output_path: Path, fps: float, info: VideoInfo, segmenter: Segmen
             csv = ClassFractionsCsv(options.csv_path, _class_names(segmenter))
         return SegmentedFrameSink(writer, segmenter.info.class_colours, alpha=options.alpha,
                                   labels_dir=options.labels_dir, labels_stem=stem, csv=csv,
-                                  queue_size=options.prefetch)
+                                  queue_size=options.prefetch, claim=claim)
     except BaseException:
         if writer is not None:
             writer.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +67,7 @@ class SegmentedFrameSink:
         labels_stem: str,
         csv: ClassFractionsCsv | None,
         queue_size: int,
+        claim: Callable[[Path], None] | None = None,  # told each label PNG's path before it is written
     ) -> None:
         self.writer = writer
         self.colours = colours
@@ -74,6 +75,7 @@ class SegmentedFrameSink:
         self.labels_dir = labels_dir
         self.labels_stem = labels_stem
         self.csv = csv
+        self.claim = claim
         self.error: BaseException | None = None
         self.label_files = 0
         if labels_dir is not None:
@@ -114,7 +116,10 @@ class SegmentedFrameSink:
         if self.writer is not None:
             self.writer.write(overlay(frame.rgb, labels, self.colours, self.alpha))
         if self.labels_dir is not None:
-            write_png(self.labels_dir / frame_labels_name(self.labels_stem, frame.index), labels)
+            path = self.labels_dir / frame_labels_name(self.labels_stem, frame.index)
+            if self.claim is not None:
+                self.claim(path)
+            write_png(path, labels)
             self.label_files += 1
         if self.csv is not None:
             self.csv.add(frame.index, frame.seconds, labels)

@@ -63,6 +63,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         self.last_error = ""
         self._given_labels: tuple[int, np.ndarray] | None = None  # job id, labels to show instead of segmenting
         self._image_notes: list[str] = []  # what the status bar says about the shown image once its job ends
+        self._busy = False  # the current job will segment and has not ended yet
         self.viewer = SegmentationViewer()
         self.controls = InferenceControls()
         self.overlay_panel = OverlayPanel()
@@ -163,7 +164,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         segment = self.model_requested is not None and labels is None
         job_id = self.controller.submit(path=Path(path), segment=segment)
         self._given_labels = (job_id, labels) if labels is not None else None
-        self.controls.set_busy(segment)
+        self._set_busy(segment)
         self.statusBar().showMessage(f"Opening {Path(path).name}…")  # until the job says how it ended
 
     def open_model(self, path: Path) -> None:
@@ -191,7 +192,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
             self.show_error("No model", "Open a model file first (File > Open model).")
             return
         self.controller.submit(image=self.image)
-        self.controls.set_busy(True)
+        self._set_busy(True)
         self.statusBar().showMessage(f"Segmenting {self._image_name()}…")
 
     def cancel_job(self) -> None:
@@ -228,7 +229,9 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
 
     # -- worker -> widgets ------------------------------------------------------------------------------------
     def _on_model_ready(self, status: ModelStatus) -> None:
-        changed = self.model_status is None or self.model_status.info != status.info
+        # The worker hands back the same ModelInfo while it keeps its model (options changed) and a new one for
+        # each model file it loads, even the same file again.
+        new_model = self.model_status is None or self.model_status.info is not status.info
         self.model_status = status
         notice = card_notice(status.path, status.info.provenance)
         if notice:
@@ -237,8 +240,9 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
             self.banner.hide()
         name = status.path.name if status.path else "model"
         self.controls.set_model_name(name, str(status.path or ""))
-        if changed:
+        if new_model:
             self.overlay_panel.legend.set_classes(status.info.class_names, status.info.class_colours)
+            self._clear_result()  # the old model's labels and run must not stand under the new model's legend
         self.status_labels["model"].setText(f"{name} · {status.info.config.num_classes} classes")
         if self.statusBar().currentMessage().startswith("Loading model"):
             self.statusBar().showMessage(f"Model {name} ready on {status.device}", 5000)
@@ -246,6 +250,9 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         self._refresh_actions()
         freeze_long_lived_objects()  # the model's objects live as long as it is loaded
         self.model_changed.emit(status)
+        # A job still running was queued after this model (the worker takes requests in order) and will use it.
+        if new_model and self.image is not None and not self._busy:
+            self.segment_current()
 
     def _on_image_ready(self, job_id: int, image: ImageData) -> None:
         if not self.controller.is_current(job_id):
@@ -304,7 +311,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         info = self.model_status.info
         self.viewer.set_labels(result.labels, info.class_colours, info.class_names)
         self.overlay_panel.legend.set_labels(result.labels)
-        self.controls.set_busy(False)
+        self._set_busy(False)
         peak, peak_tip = job_peak_text(result)
         summary = f"{result.seconds:.2f} s · {peak} · {result.device}"
         self.controls.last_result.setText("Last run: " + summary + "".join(f"\n{n}" for n in result.notes))
@@ -322,7 +329,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
     def _on_job_failed(self, job_id: int, message: str) -> None:
         if not self.controller.is_current(job_id):
             return
-        self.controls.set_busy(False)
+        self._set_busy(False)
         self.show_error("leanseg", message)
         self.job_ended.emit("failed")
 
@@ -330,7 +337,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         current = self.controller.current
         if current is None or current.job_id != job_id:
             return
-        self.controls.set_busy(False)
+        self._set_busy(False)
         self.statusBar().showMessage(f"{self._image_name()}: cancelled")
         self.job_ended.emit("cancelled")
 
@@ -348,6 +355,22 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
 
     def _with_notes(self, message: str) -> str:
         return " · ".join([message, *self._image_notes])
+
+    def _set_busy(self, busy: bool) -> None:
+        self._busy = busy
+        self.controls.set_busy(busy)
+
+    def _clear_result(self) -> None:
+        """Drop the shown labels and what the last run said about them."""
+        self.result = None
+        self.viewer.clear_labels()
+        self.overlay_panel.legend.set_labels(None)
+        self.controls.last_result.setText("")
+        self.controls.last_result.setToolTip("")
+        for key in ("time", "peak"):
+            self.status_labels[key].setText("")
+            self.status_labels[key].setToolTip("")
+        self._refresh_actions()
 
     def _use_device(self, device: str) -> None:
         """Point the memory panel at `device` (a new monitor when the device changes)."""

@@ -1,0 +1,145 @@
+"""Which files a `leanseg video` run may write: never its input, never one path twice, and an existing
+file only if an earlier `leanseg video` run wrote it (or with --overwrite).
+
+What video wrote is kept per folder in `.leanseg-video.jsonl`, one line per output, appended and
+fsynced before the output is written (outputs are written atomically, so a kill leaves the old
+file or the new one, both ours). A torn last line is ignored. `segment` keeps its own ledger.
+Label PNGs are noted in the folder above --labels-dir (as `DIR/NAME`), so that folder holds only PNGs.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import threading
+from pathlib import Path
+
+LEDGER_NAME = ".leanseg-video.jsonl"
+
+
+class VideoOutputRefused(ValueError):
+    """An output is the input, another output of the run, or a file no `leanseg video` wrote (without --overwrite)."""
+
+
+class _FolderLedger:
+    """The names (in one folder) that `leanseg video` runs wrote there."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / LEDGER_NAME
+        self.written: set[str] = set()
+        self._handle: io.TextIOWrapper | None = None
+        try:
+            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except (FileNotFoundError, NotADirectoryError):
+            lines = []
+        for line in lines:
+            try:
+                self.written.add(str(json.loads(line)["output"]))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line torn by a kill
+
+    def add(self, name: str, source: Path) -> None:
+        """Note, durably, that `name` is about to be written from `source`."""
+        if name in self.written:
+            return
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self._handle.write(json.dumps({"output": name, "source": str(source)}) + "\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self.written.add(name)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+class VideoOutputGuard:
+    """Checks a run's planned outputs, then notes each one as ours just before it is written.
+
+    `files` pairs each output file with what it is and the option that names it ("the CSV (--csv)");
+    label PNGs are `<labels_stem>_<frame:06d>_labels.png` in `labels_dir`, named as they are written."""
+
+    def __init__(self, input_path: Path, files: list[tuple[Path, str]], labels_dir: Path | None, labels_stem: str,
+                 overwrite: bool) -> None:
+        self.input_path = Path(input_path)
+        self.files = files
+        self.labels_dir = labels_dir
+        self.labels_pattern = re.compile(re.escape(labels_stem) + r"_\d{6,}_labels\.png")
+        self.overwrite = overwrite
+        self._ledgers: dict[Path, _FolderLedger] = {}
+        self._lock = threading.Lock()  # label PNGs are claimed on the sink's thread
+
+    def check(self) -> None:
+        """Raise VideoOutputRefused (one line: the file, the problem, the fix) for the first bad output."""
+        seen: dict[Path, str] = {}
+        for path, what in self.files:
+            key = path.resolve()
+            if key in seen:
+                raise VideoOutputRefused(f"{path}: is both {seen[key]} and {what}; give them different paths")
+            seen[key] = what
+            if self._is_labels_png(path):
+                raise VideoOutputRefused(f"{path}: {what} would be one of the label PNGs of --labels-dir; "
+                                         "give it another name or folder")
+            self._check_one(path, what)
+        if self.labels_dir is not None and self.labels_dir.exists() and not self.labels_dir.is_dir():
+            raise VideoOutputRefused(f"{self.labels_dir}: --labels-dir is a file; give a folder")
+        for path in self._existing_labels():
+            self._check_one(path, "a label PNG (--labels-dir)")
+
+    def claim(self, path: Path) -> None:
+        """Note `path` as written by `leanseg video`, before it is written."""
+        folder, name = self._ledger_entry(Path(path))
+        with self._lock:
+            if folder not in self._ledgers:
+                self._ledgers[folder] = _FolderLedger(folder)
+            self._ledgers[folder].add(name, self.input_path.resolve())
+
+    def close(self) -> None:
+        for ledger in self._ledgers.values():
+            ledger.close()
+
+    def _check_one(self, path: Path, what: str) -> None:
+        if path.name == LEDGER_NAME:
+            raise VideoOutputRefused(f"{path}: {what} would replace leanseg video's record of what it wrote; "
+                                     "choose another name")
+        if self._is_input(path):
+            raise VideoOutputRefused(f"{path}: {what} is the input video and is never overwritten; "
+                                     "choose another path")
+        if path.is_dir():
+            raise VideoOutputRefused(f"{path}: {what} is a folder; give a file name")
+        if path.exists() and not self.overwrite and not self._owned(path):
+            raise VideoOutputRefused(f"{path}: {what} already exists and was not written by leanseg video; "
+                                     "pass --overwrite to replace it")
+
+    def _is_input(self, path: Path) -> bool:
+        if path.resolve() == self.input_path.resolve():
+            return True
+        try:
+            return path.exists() and os.path.samefile(path, self.input_path)  # hard links too
+        except OSError:
+            return False
+
+    def _owned(self, path: Path) -> bool:
+        folder, name = self._ledger_entry(path)
+        ledger = self._ledgers.get(folder) or _FolderLedger(folder)
+        return name in ledger.written
+
+    def _ledger_entry(self, path: Path) -> tuple[Path, str]:
+        """(the folder whose ledger notes `path`, the name it is noted under)."""
+        folder = path.parent.resolve()
+        if self._is_labels_png(path):
+            return folder.parent, f"{folder.name}/{path.name}"
+        return folder, path.name
+
+    def _is_labels_png(self, path: Path) -> bool:
+        return (self.labels_dir is not None and path.parent.resolve() == self.labels_dir.resolve()
+                and self.labels_pattern.fullmatch(path.name) is not None)
+
+    def _existing_labels(self) -> list[Path]:
+        if self.labels_dir is None or not self.labels_dir.is_dir():
+            return []
+        return sorted(p for p in self.labels_dir.iterdir() if self.labels_pattern.fullmatch(p.name))
