@@ -15,15 +15,16 @@ LEDGER_NAME = ".leanseg-segment.jsonl"
 
 
 class SegmentLedger:
-    """The set of output names (relative to the folder) that `leanseg segment` runs wrote there."""
+    """The set of output names (relative to the folder) that `leanseg segment` runs wrote there; another
+    command keeps its own ledger file (`name`, e.g. video's `.leanseg-video.jsonl`)."""
 
-    def __init__(self, out_dir: Path) -> None:
-        self.path = out_dir / LEDGER_NAME
+    def __init__(self, out_dir: Path, name: str = LEDGER_NAME) -> None:
+        self.path = out_dir / name
         self.written: set[str] = set()
         self._handle: io.TextIOWrapper | None = None
         try:
             lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             lines = []
         for line in lines:
             try:

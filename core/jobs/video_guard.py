@@ -8,53 +8,18 @@ Label PNGs are noted in the folder above --labels-dir (as `DIR/NAME`), so that f
 """
 from __future__ import annotations
 
-import io
-import json
 import os
 import re
 import threading
 from pathlib import Path
+
+from .segment_ledger import SegmentLedger
 
 LEDGER_NAME = ".leanseg-video.jsonl"
 
 
 class VideoOutputRefused(ValueError):
     """An output is the input, another output of the run, or a file no `leanseg video` wrote (without --overwrite)."""
-
-
-class _FolderLedger:
-    """The names (in one folder) that `leanseg video` runs wrote there."""
-
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / LEDGER_NAME
-        self.written: set[str] = set()
-        self._handle: io.TextIOWrapper | None = None
-        try:
-            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except (FileNotFoundError, NotADirectoryError):
-            lines = []
-        for line in lines:
-            try:
-                self.written.add(str(json.loads(line)["output"]))
-            except (ValueError, KeyError, TypeError):
-                continue  # a line torn by a kill
-
-    def add(self, name: str, source: Path) -> None:
-        """Note, durably, that `name` is about to be written from `source`."""
-        if name in self.written:
-            return
-        if self._handle is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-        self._handle.write(json.dumps({"output": name, "source": str(source)}) + "\n")
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-        self.written.add(name)
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
 
 
 class VideoOutputGuard:
@@ -70,7 +35,7 @@ class VideoOutputGuard:
         self.labels_dir = labels_dir
         self.labels_pattern = re.compile(re.escape(labels_stem) + r"_\d{6,}_labels\.png")
         self.overwrite = overwrite
-        self._ledgers: dict[Path, _FolderLedger] = {}
+        self._ledgers: dict[Path, SegmentLedger] = {}
         self._lock = threading.Lock()  # label PNGs are claimed on the sink's thread
 
     def check(self) -> None:
@@ -95,7 +60,7 @@ class VideoOutputGuard:
         folder, name = self._ledger_entry(Path(path))
         with self._lock:
             if folder not in self._ledgers:
-                self._ledgers[folder] = _FolderLedger(folder)
+                self._ledgers[folder] = SegmentLedger(folder, LEDGER_NAME)
             self._ledgers[folder].add(name, self.input_path.resolve())
 
     def close(self) -> None:
@@ -125,7 +90,7 @@ class VideoOutputGuard:
 
     def _owned(self, path: Path) -> bool:
         folder, name = self._ledger_entry(path)
-        ledger = self._ledgers.get(folder) or _FolderLedger(folder)
+        ledger = self._ledgers.get(folder) or SegmentLedger(folder, LEDGER_NAME)
         return name in ledger.written
 
     def _ledger_entry(self, path: Path) -> tuple[Path, str]:
