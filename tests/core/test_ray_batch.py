@@ -60,14 +60,15 @@ def batch_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def local_reference(batch_inputs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The local batch's output folder (default engine, one thread), to compare the cluster's with."""
+    """The local batch's output folder (default engine, one thread, mirror averaging as the CLI's batch
+    default), to compare the cluster's with."""
     folder, checkpoint = batch_inputs
     out = tmp_path_factory.mktemp("local") / "out"
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         summary = run_batch(BatchSettings(folder, out, write_overlay=True),
-                            Segmenter(load_checkpoint(checkpoint), InferenceOptions(device="cpu")))
+                            Segmenter(load_checkpoint(checkpoint), InferenceOptions(device="cpu", mirror="flip")))
     finally:
         torch.set_num_threads(threads)
     assert len(summary.ok) == IMAGES and [r.source for r in summary.failed] == [BROKEN]

@@ -140,7 +140,7 @@ def test_eval_per_sequence_scores_each_sequence_alone(tmp_path: Path, tiny_check
             labels = (labels + 1) % 4
         cv2.imwrite(str(data / "train" / "labels" / image_path.name), labels)
     result = subprocess.run([sys.executable, "-m", "leanseg.core", "eval", "--data", str(data), "--split", "train",
-                             "--model", str(tiny_checkpoint), "--device", "cpu", "--per-sequence",
+                             "--model", str(tiny_checkpoint), "--device", "cpu", "--per-sequence", "--mirror", "off",
                              "--json", str(tmp_path / "e.json")], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     figures = json.loads((tmp_path / "e.json").read_text())
