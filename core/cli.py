@@ -24,10 +24,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one sub-command; the exit code says whether everything succeeded."""
     parser = build_parser()
-    if not (sys.argv[1:] if argv is None else argv):
+    words = sys.argv[1:] if argv is None else argv
+    if not words:
         parser.print_help()  # a bare `leanseg`: what it can do, not a usage error
         return 0
-    args = parser.parse_args(argv)
+    if words[0] == "gui":  # every word after it, --help included, is the app's: argparse would take options
+        words = ["gui", "--", *words[1:]]
+    args = parser.parse_args(words)
     try:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:

@@ -119,7 +119,7 @@ class _ConsoleSink:
                 self._progress.start(event)
             elif event.kind in ("image", "error") and self._progress.bar is not None:
                 if event.kind == "error":
-                    self._line(f"skipped: {event.message}")
+                    self._line(f"failed (the batch goes on): {event.message}")
                 self._progress.advance(postfix=Path(event.path).name if event.path else "")
             elif event.kind in ("warning", "plan"):
                 self._line(event.message)
@@ -138,7 +138,7 @@ class _ConsoleSink:
 
 def _print_summary(summary: BatchSummary) -> None:
     ok = summary.ok
-    rate = len(summary.records) / summary.seconds if summary.seconds > 0 else 0.0
+    rate = len(ok) / summary.seconds  # images segmented, not failures if summary.seconds > 0 else 0.0
     peak = max((r.peak_bytes for r in ok), default=0)
     print(f"{summary.total} image(s): {len(ok)} segmented now, {summary.finished_before} finished before, "
           f"{len(summary.failed)} failed, {summary.remaining} left; {rate:.2f} img/s, peak {format_bytes(peak)}")

@@ -1,7 +1,8 @@
-"""`leanseg gui [PATH] [--model M] [--screenshot PNG]`: start the desktop app (the `leanseg-gui` program).
+"""`leanseg gui [PATH] [options]`: start the desktop app (the `leanseg-gui` program).
 
 core never imports the GUI: this finds the `leanseg-gui` console script's entry point and runs it in a
-child process with the same Python, passing the arguments through.
+child process with the same Python, passing every argument through, --help included (the app's own
+help lists its options).
 """
 from __future__ import annotations
 
@@ -16,10 +17,9 @@ GUI_SCRIPT = "leanseg-gui"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("gui", help="open the desktop app", description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("gui_args", nargs=argparse.REMAINDER, metavar="...",
-                        help="passed to leanseg-gui: [IMAGE|FOLDER|VIDEO] [--model M] [--screenshot PNG]")
+    parser = sub.add_parser("gui", help="open the desktop app (leanseg gui --help: its options)",
+                            add_help=False)  # --help goes to the app, whose parser knows its options
+    parser.add_argument("gui_args", nargs=argparse.REMAINDER, metavar="...")
     parser.set_defaults(run=run)
 
 
@@ -39,7 +39,8 @@ def gui_command(args: list[str]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        command = gui_command(list(args.gui_args))
+        passed = list(args.gui_args)
+        command = gui_command(passed[1:] if passed[:1] == ["--"] else passed)  # leanseg.core.cli adds the "--"
     except CommandError as err:
         return report_error(err)
     try:

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         elif event.kind in ("plan", "warning", "info", "tile"):  # tile: "tile i/n" of a tiled image
             print(f"  {event.message}", flush=True)
         elif event.kind == "error":
-            print(f"skipped: {event.message}", file=sys.stderr)
+            print(f"failed (the rest go on): {event.message}", file=sys.stderr)
 
     try:
         with cancel_on_sigint() as cancel, memory_logging(args.memory_log, segmenter.device, show) as on_event:

@@ -41,6 +41,9 @@ def detect_format(path: Path) -> str:
         return "bundle" if _is_bundle(path) else "leanseg"
     if head[:1] in (b"\x08", b"\x0a", b"\x12", b"\x1a", b"\x22", b"\x3a", b"\x42", b"\x52"):
         return "onnx"  # protobuf field tags of ModelProto (ir_version, opset_import, producer, graph...)
+    if path.suffix.lower() == ".json" and head.lstrip()[:1] == b"{":
+        return _refuse(path, "a JSON file, such as a model card; give the model file it describes "
+                             "(NAME.pt2 or NAME.onnx beside NAME.json), which reads the card itself")
     return _refuse(path, "not a model file leanseg opens (.safetensors checkpoint, .pt2, .onnx or .leanseg)")
 
 

@@ -213,12 +213,14 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
         samples.write_card(folder / "half.pt2", input={"channels": 3, "mean": list(samples.MEAN),
                                                        "std": list(samples.STD), "size_multiple": 16})
         return folder / "half.pt2", "at size multiple 16 (from the card)"
+    if kind == "card_as_model":  # the card given where its model belongs
+        return samples.write_card(folder / "mynet.pt2"), "give the model file it describes"
     raise AssertionError(kind)
 
 
 BAD_KINDS = ["truncated_pt2", "truncated_onnx", "truncated_leanseg", "truncated_safetensors", "two_inputs_onnx",
              "two_inputs_pt2", "five_d_onnx", "not_1khw_onnx", "k256_onnx", "card_classes", "card_channels",
-             "card_multiple"]
+             "card_multiple", "card_as_model"]
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS)

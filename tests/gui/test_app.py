@@ -47,6 +47,15 @@ def test_leanseg_gui_starts_the_app_and_a_missing_input_is_a_clear_error(tmp_pat
     assert "nope.png: no such file or folder" in done.stderr
 
 
+def test_leanseg_gui_help_is_the_apps_help_with_every_option():
+    done = subprocess.run([sys.executable, "-m", "leanseg.core", "gui", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: leanseg-gui")
+    for option in ("--model", "--screenshot", "--size", "--settings"):
+        assert option in done.stdout
+
+
 def test_gui_command_runs_the_installed_entry_point():
     from leanseg.core.commands.gui import gui_command
 
