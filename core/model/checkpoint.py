@@ -14,6 +14,7 @@ from torch import nn
 
 from ..io.outputs import FILE_MODE, new_temp_file
 from . import build_model
+from .card import default_palette
 from .config import ModelConfig, config_from_dict, config_to_dict, validate_palette_and_normalisation
 
 FORMAT_VERSION = 1
@@ -56,12 +57,10 @@ class LoadedModel:
 
 def default_info(config: ModelConfig) -> ModelInfo:
     """Generic names and a deterministic palette for an untrained or foreign model."""
-    generator = torch.Generator().manual_seed(0)
-    colours = torch.randint(40, 256, (config.num_classes, 3), generator=generator).tolist()
     return ModelInfo(
         config=config,
         class_names=tuple(f"class {i}" for i in range(config.num_classes)),
-        class_colours=tuple((int(r), int(g), int(b)) for r, g, b in colours),
+        class_colours=default_palette(config.num_classes),
         mean=(0.5,) * config.in_channels,
         std=(0.25,) * config.in_channels,
     )

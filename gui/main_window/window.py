@@ -312,6 +312,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         self.viewer.set_labels(result.labels, info.class_colours, info.class_names)
         self.overlay_panel.legend.set_labels(result.labels)
         self._set_busy(False)
+        self.controls.show_outcome(f"done · {result.seconds:.2f} s", complete=True)
         peak, peak_tip = job_peak_text(result)
         summary = f"{result.seconds:.2f} s · {peak} · {result.device}"
         self.controls.last_result.setText("Last run: " + summary + "".join(f"\n{n}" for n in result.notes))
@@ -330,6 +331,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         if not self.controller.is_current(job_id):
             return
         self._set_busy(False)
+        self.controls.show_outcome("failed", complete=False)
         self.show_error("leanseg", message)
         self.job_ended.emit("failed")
 
@@ -338,6 +340,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         if current is None or current.job_id != job_id:
             return
         self._set_busy(False)
+        self.controls.show_outcome("cancelled", complete=False)
         self.statusBar().showMessage(f"{self._image_name()}: cancelled")
         self.job_ended.emit("cancelled")
 

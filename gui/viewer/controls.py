@@ -80,7 +80,7 @@ class InferenceControls(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
-        self.progress.setFormat("idle")
+        self.progress.setFormat("ready")
         self.last_result = QLabel("")
         self.last_result.setWordWrap(True)
         self.last_result.setObjectName("lastResult")
@@ -157,9 +157,13 @@ class InferenceControls(QWidget):
             self.progress.setRange(0, 0)  # busy indicator until the engine reports tiles
             self.progress.setFormat("segmenting…")
         else:
-            self.progress.setRange(0, 1)
-            self.progress.setValue(0)
-            self.progress.setFormat("idle")
+            self.show_outcome("ready", complete=False)
+
+    def show_outcome(self, text: str, complete: bool) -> None:
+        """The bar at rest: full with what the run came to ("done · 1.30 s"), or empty ("cancelled")."""
+        self.progress.setRange(0, 1)
+        self.progress.setValue(1 if complete else 0)
+        self.progress.setFormat(text)
 
     def set_tile_progress(self, done: int, count: int) -> None:
         self.progress.setRange(0, max(count, 1))

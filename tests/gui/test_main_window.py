@@ -35,6 +35,8 @@ def test_open_image_segments_and_overlay_holds_the_labels(qtbot, make_window, gu
     assert 0 < result.start_bytes <= result.peak_bytes
     assert f"(+{format_bytes(result.peak_bytes - result.start_bytes)})" in window.status_labels["peak"].text()
     assert window.controls.cancel.isEnabled() is False
+    bar = window.controls.progress
+    assert bar.format() == f"done · {result.seconds:.2f} s" and bar.value() == bar.maximum()
     assert str(small_image.resolve()) in window.settings.recent_files()
     shares = [window.overlay_panel.legend.item(i).text() for i in range(4)]
     assert all("%" in text for text in shares)
@@ -70,6 +72,7 @@ def test_cancel_takes_effect_within_one_tile_and_leaves_no_overlay(qtbot, make_w
     assert tiles_at_cancel == 2 and len(tiles) <= tiles_at_cancel + 1  # the tile running at Cancel, no more
     assert window.result is None and window.viewer.labels is None
     assert not window.controls.cancel.isEnabled()
+    assert window.controls.progress.format() == "cancelled"
 
 
 def test_opening_a_new_image_cancels_the_running_one(qtbot, make_window, gui_tiny_checkpoint, tmp_path, small_image):
