@@ -55,6 +55,12 @@ class VideoOutputGuard:
         for path in self._existing_labels():
             self._check_one(path, "a label PNG (--labels-dir)")
 
+    def foreign_files(self) -> list[Path]:
+        """The planned files (and existing label PNGs) that exist and no `leanseg video` wrote: those check()
+        refuses unless overwrite. The input, the ledger and folders are left out: they are refused even then."""
+        planned = [path for path, _ in self.files] + self._existing_labels()
+        return [path for path in planned if self._is_foreign(path)]
+
     def claim(self, path: Path) -> None:
         """Note `path` as written by `leanseg video`, before it is written."""
         folder, name = self._ledger_entry(Path(path))
@@ -76,9 +82,14 @@ class VideoOutputGuard:
                                      "choose another path")
         if path.is_dir():
             raise VideoOutputRefused(f"{path}: {what} is a folder; give a file name")
-        if path.exists() and not self.overwrite and not self._owned(path):
+        if not self.overwrite and self._is_foreign(path):
             raise VideoOutputRefused(f"{path}: {what} already exists and was not written by leanseg video; "
                                      "pass --overwrite to replace it")
+
+    def _is_foreign(self, path: Path) -> bool:
+        """An existing file that is not the input or the ledger and that no `leanseg video` wrote."""
+        return (path.exists() and not path.is_dir() and path.name != LEDGER_NAME and not self._is_input(path)
+                and not self._owned(path))
 
     def _is_input(self, path: Path) -> bool:
         if path.resolve() == self.input_path.resolve():

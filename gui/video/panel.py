@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QProgressBar,
     QPushButton,
     QSlider,
@@ -26,11 +27,12 @@ from PySide6.QtWidgets import (
 from leanseg.core.events import JobEvent
 from leanseg.core.io.video import VideoInfo, VideoReadError
 from leanseg.core.jobs import VideoJobOptions, VideoJobSummary
+from leanseg.core.jobs.video_guard import VideoOutputRefused
 from leanseg.core.model.catalog import model_classes
 from leanseg.core.predict import InferenceOptions
 
 from ..viewer.view import SegmentationViewer
-from .export import VideoExport
+from .export import VideoExport, export_csv_path, export_guard, files_to_replace
 from .player import ShownFrame, VideoPlayback
 
 
@@ -167,28 +169,47 @@ class VideoPanel(QDialog):
         self.playback.seek(index)
 
     def choose_export(self) -> None:
+        """Ask for the video's name, then once whether to replace any files of the user's the export would write."""
         if self.source is None:
             return
         start = str(self.source.with_name(f"{self.source.stem}_segmented.mp4"))
-        name, _ = QFileDialog.getSaveFileName(self, "Export segmented video", start, "MP4 video (*.mp4)")
-        if name:
-            self.export_to(Path(name))
+        name, _ = QFileDialog.getSaveFileName(self, "Export segmented video", start, "MP4 video (*.mp4)",
+                                              options=QFileDialog.Option.DontConfirmOverwrite)  # we ask below
+        if not name:
+            return
+        try:
+            foreign = files_to_replace(self.source, Path(name))
+        except VideoOutputRefused as err:  # the input video, a folder: never replaced, so no question
+            self._show_error(f"Not exported: {err}")
+            return
+        if foreign and not self._confirm_replace(foreign):
+            return
+        self.export_to(Path(name), overwrite=bool(foreign))
 
-    def export_to(self, output: Path) -> bool:
-        """Segment the whole video into `output` on a background thread (playback pauses meanwhile)."""
+    def export_to(self, output: Path, overwrite: bool = False) -> bool:
+        """Segment the whole video into `output` (and `output` with .csv) on a background thread; playback pauses.
+
+        Refused with a message, writing nothing, when an output is the input video, a folder, or a file
+        no leanseg video run wrote (unless `overwrite`; the input is never replaced)."""
         if self.source is None or self.model_path is None:
             self._show_error("Open a video and a model first: export needs both.")
             return False
         if self.exporting:
             return False
+        output = Path(output)
+        guard = export_guard(self.source, output, overwrite)
+        try:
+            guard.check()
+        except VideoOutputRefused as err:
+            self._show_error(f"Not exported: {err}")
+            return False
         self.pause()
-        csv_path = Path(output).with_suffix(".csv")
         self.progress.setRange(0, (self.info.frame_count if self.info else None) or 0)
         self.progress.setValue(0)
         self.export_label.setText(f"Exporting to {output}…")
         self.exporting = True
-        self.export.start(self.source, Path(output), self.model_path, self.options,
-                          VideoJobOptions(csv_path=csv_path))
+        self.export.start(self.source, output, self.model_path, self.options,
+                          VideoJobOptions(csv_path=export_csv_path(output)), guard)
         self._refresh()
         return True
 
@@ -296,6 +317,14 @@ class VideoPanel(QDialog):
         self.export_button.setEnabled(has_video and self.model_path is not None and not exporting)
         self.cancel_button.setEnabled(exporting)
         self.live_overlay.setEnabled(self.model_path is not None)
+
+    def _confirm_replace(self, foreign: list[Path]) -> bool:
+        names = "\n".join(str(path) for path in foreign)
+        answer = QMessageBox.question(
+            self, "Replace files?",
+            f"The export would replace these files, which leanseg did not write:\n{names}\n\nReplace them?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
 
     def _show_error(self, message: str) -> None:
         self.export_label.setText(message)

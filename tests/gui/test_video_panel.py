@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from leanseg.core.predict import InferenceOptions
 from leanseg.gui.video.panel import VideoPanel
@@ -120,6 +121,91 @@ def test_full_export_and_bad_files(qtbot, panel: VideoPanel, tmp_path: Path) -> 
     assert "Exported 5 frame(s)" in panel.export_label.text()
     assert isinstance(panel.last_frame.labels, np.ndarray)
 
+
+def _open_clip(qtbot, panel: VideoPanel, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    clip = write_video(tmp_path / "clip.mp4", frames=3, fps=10.0)
+    with qtbot.waitSignal(panel.frame_shown, timeout=VIDEO_TIMEOUT_MS):
+        assert panel.open_video(clip)
+    return clip
+
+
+def _folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def test_export_refuses_the_input_and_a_users_csv_unless_told_to_overwrite(
+    qtbot, panel: VideoPanel, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    errors: list[str] = []
+    panel.error_shown.connect(errors.append)
+    clip = _open_clip(qtbot, panel, tmp_path)
+    users_csv = tmp_path / "result.csv"
+    users_csv.write_text("my own notes\n")
+    before = _folder_bytes(tmp_path)
+
+    for overwrite in (False, True):  # the input video is never replaced
+        assert not panel.export_to(clip, overwrite=overwrite)
+        assert str(clip) in errors[-1] and "is the input video" in errors[-1]
+    assert not panel.export_to(tmp_path / "result.mp4")
+    assert str(users_csv) in errors[-1] and "class-fraction CSV" in errors[-1] and "not written by" in errors[-1]
+    assert errors[-1] in panel.export_label.text()
+    assert not panel.exporting and panel.export_button.isEnabled()
+    assert _folder_bytes(tmp_path) == before  # nothing written, nothing replaced, no ledger
+
+    with qtbot.waitSignal(panel.export_finished, timeout=VIDEO_TIMEOUT_MS) as done:
+        assert panel.export_to(tmp_path / "result.mp4", overwrite=True)
+    assert done.args[0].complete and done.args[0].frames_done == 3
+    assert count_frames(tmp_path / "result.mp4")[0] == 3
+    assert len(users_csv.read_text().splitlines()) == 4 and "my own notes" not in users_csv.read_text()
+    assert clip.read_bytes() == before["clip.mp4"]
+
+
+def test_choose_export_asks_once_before_replacing_a_users_files(
+    qtbot, panel: VideoPanel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    errors: list[str] = []
+    panel.error_shown.connect(errors.append)
+    clip = _open_clip(qtbot, panel, tmp_path)
+    picked: list[Path] = []
+    dialog_options: list[QFileDialog.Option] = []
+    questions: list[str] = []
+    answers: list[QMessageBox.StandardButton] = []
+
+    def pick_file(*_args, options, **_kwargs) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+        dialog_options.append(options)
+        return str(picked[-1]), "MP4 video (*.mp4)"
+
+    def answer(_parent, _title: str, text: str, *_buttons) -> QMessageBox.StandardButton:  # type: ignore[no-untyped-def]
+        questions.append(text)
+        return answers.pop(0)
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", pick_file)
+    monkeypatch.setattr(QMessageBox, "question", answer)
+
+    picked.append(clip)  # the input: an error, never a question
+    panel.choose_export()
+    assert not questions and str(clip) in errors[-1] and "is the input video" in errors[-1]
+    assert dialog_options[-1] & QFileDialog.Option.DontConfirmOverwrite  # Qt's own question would be a second one
+
+    users_video, users_csv = tmp_path / "mine.mp4", tmp_path / "mine.csv"
+    users_video.write_bytes(b"my own video")
+    users_csv.write_text("my own notes\n")
+    before = _folder_bytes(tmp_path)
+    picked.append(users_video)
+    answers.append(QMessageBox.StandardButton.No)
+    panel.choose_export()
+    assert len(questions) == 1 and str(users_video) in questions[0] and str(users_csv) in questions[0]
+    assert not panel.exporting and _folder_bytes(tmp_path) == before
+
+    answers.append(QMessageBox.StandardButton.Yes)
+    with qtbot.waitSignal(panel.export_finished, timeout=VIDEO_TIMEOUT_MS) as done:
+        panel.choose_export()
+    assert len(questions) == 2 and done.args[0].frames_done == 3
+    assert count_frames(users_video)[0] == 3 and len(users_csv.read_text().splitlines()) == 4
+
+    with qtbot.waitSignal(panel.export_finished, timeout=VIDEO_TIMEOUT_MS) as again:
+        panel.choose_export()  # the files are ours now: no question
+    assert len(questions) == 2 and again.args[0].complete
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # QDragEnterEvent has only the QPoint form
