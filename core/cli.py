@@ -7,6 +7,7 @@ import pkgutil
 import sys
 
 from . import __version__, commands
+from .commands.gui import start_app
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()  # a bare `leanseg`: what it can do, not a usage error
         return 0
     if words[0] == "gui":  # every word after it, --help included, is the app's: argparse would take options
-        words = ["gui", "--", *words[1:]]
+        return start_app(words[1:])
     args = parser.parse_args(words)
     try:
         return int(args.run(args) or 0)

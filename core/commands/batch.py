@@ -138,7 +138,7 @@ class _ConsoleSink:
 
 def _print_summary(summary: BatchSummary) -> None:
     ok = summary.ok
-    rate = len(ok) / summary.seconds  # images segmented, not failures if summary.seconds > 0 else 0.0
+    rate = len(ok) / summary.seconds if summary.seconds > 0 else 0.0  # images segmented, not failures
     peak = max((r.peak_bytes for r in ok), default=0)
     print(f"{summary.total} image(s): {len(ok)} segmented now, {summary.finished_before} finished before, "
           f"{len(summary.failed)} failed, {summary.remaining} left; {rate:.2f} img/s, peak {format_bytes(peak)}")

@@ -38,9 +38,13 @@ def gui_command(args: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    return start_app(list(args.gui_args))
+
+
+def start_app(arguments: list[str]) -> int:
+    """Run the app with `arguments`, all of them its own; leanseg.core.cli hands `leanseg gui ...` here whole."""
     try:
-        passed = list(args.gui_args)
-        command = gui_command(passed[1:] if passed[:1] == ["--"] else passed)  # leanseg.core.cli adds the "--"
+        command = gui_command(arguments)
     except CommandError as err:
         return report_error(err)
     try:
