@@ -26,15 +26,17 @@ class VideoOutputGuard:
     """Checks a run's planned outputs, then notes each one as ours just before it is written.
 
     `files` pairs each output file with what it is and the option that names it ("the CSV (--csv)");
-    label PNGs are `<labels_stem>_<frame:06d>_labels.png` in `labels_dir`, named as they are written."""
+    label PNGs are `<labels_stem>_<frame:06d>_labels.png` in `labels_dir`, named as they are written.
+    `how_to_replace` ends the refusal of a user's file: the CLI's option, or what the app asks."""
 
     def __init__(self, input_path: Path, files: list[tuple[Path, str]], labels_dir: Path | None, labels_stem: str,
-                 overwrite: bool) -> None:
+                 overwrite: bool, how_to_replace: str = "pass --overwrite to replace it") -> None:
         self.input_path = Path(input_path)
         self.files = files
         self.labels_dir = labels_dir
         self.labels_pattern = re.compile(re.escape(labels_stem) + r"_\d{6,}_labels\.png")
         self.overwrite = overwrite
+        self.how_to_replace = how_to_replace
         self._ledgers: dict[Path, SegmentLedger] = {}
         self._lock = threading.Lock()  # label PNGs are claimed on the sink's thread
 
@@ -84,7 +86,7 @@ class VideoOutputGuard:
             raise VideoOutputRefused(f"{path}: {what} is a folder; give a file name")
         if not self.overwrite and self._is_foreign(path):
             raise VideoOutputRefused(f"{path}: {what} already exists and was not written by leanseg video; "
-                                     "pass --overwrite to replace it")
+                                     + self.how_to_replace)
 
     def _is_foreign(self, path: Path) -> bool:
         """An existing file that is not the input or the ledger and that no `leanseg video` wrote."""

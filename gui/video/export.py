@@ -30,7 +30,8 @@ def export_csv_path(output: Path) -> Path:
 def export_guard(source: Path, output: Path, overwrite: bool) -> VideoOutputGuard:
     """The guard over what an export of `source` to `output` writes: the video and its class-fraction CSV."""
     files = [(Path(output), "the exported video"), (export_csv_path(output), "its class-fraction CSV")]
-    return VideoOutputGuard(source, files, labels_dir=None, labels_stem="", overwrite=overwrite)
+    return VideoOutputGuard(source, files, labels_dir=None, labels_stem="", overwrite=overwrite,
+                            how_to_replace="export again and answer Yes to replace it")
 
 
 def files_to_replace(source: Path, output: Path) -> list[Path]:

@@ -148,6 +148,7 @@ def test_export_refuses_the_input_and_a_users_csv_unless_told_to_overwrite(
         assert str(clip) in errors[-1] and "is the input video" in errors[-1]
     assert not panel.export_to(tmp_path / "result.mp4")
     assert str(users_csv) in errors[-1] and "class-fraction CSV" in errors[-1] and "not written by" in errors[-1]
+    assert "answer Yes" in errors[-1] and "--overwrite" not in errors[-1]  # the app's way, not the CLI's option
     assert errors[-1] in panel.export_label.text()
     assert not panel.exporting and panel.export_button.isEnabled()
     assert _folder_bytes(tmp_path) == before  # nothing written, nothing replaced, no ledger
