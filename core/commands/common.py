@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -125,6 +126,22 @@ def describe_segmenter(segmenter: Segmenter) -> str:
                      f"net expects otherwise, write {path.with_suffix('.json').name if path else 'NAME.json'} "
                      "(README: 'The model card')")
     return "\n".join([line, *(f"note: {note}" for note in notes)])
+
+
+def check_output_folder(folder: Path) -> None:
+    """Raise CommandError when `folder` cannot become an output folder: a file, or an unwritable parent.
+
+    Run before the model loads, so a mistyped --out is refused at once; creates nothing."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise CommandError(f"{folder}: cannot write the output folder (it is a file; give a folder)")
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing != folder and not existing.is_dir():
+        raise CommandError(f"{folder}: cannot write the output folder ({existing} is a file)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise CommandError(f"{folder}: cannot write the output folder (no permission to write in {existing})")
 
 
 def report_error(err: Exception) -> int:

@@ -14,6 +14,7 @@ from .common import (
     add_memory_log_option,
     build_segmenter,
     cancel_on_sigint,
+    check_output_folder,
     describe_segmenter,
     memory_logging,
     report_error,
@@ -39,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        check_output_folder(args.out)
         segmenter = build_segmenter(args, want_probs=args.probs)
     except CommandError as err:
         return report_error(err)

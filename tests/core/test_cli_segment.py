@@ -72,3 +72,20 @@ def test_missing_default_model_explains(tmp_path: Path, rgb_image: Path) -> None
     result = _leanseg("segment", str(rgb_image), "--out", str(tmp_path / "o"), env=env)
     assert result.returncode == 2
     assert "no default model is installed" in result.stderr and "--model" in result.stderr
+
+
+def test_an_output_path_that_cannot_be_a_folder_is_refused_before_the_model_loads(
+    tmp_path: Path, rgb_image: Path
+) -> None:
+    model = tmp_path / "broken.safetensors"
+    model.write_bytes(b"not a model")  # would fail to load: the output error must come first
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    before = sorted(tmp_path.iterdir())
+    for out, problem in ((a_file, "it is a file"), (a_file / "out", f"{a_file} is a file")):
+        result = _leanseg("segment", str(rgb_image), "--out", str(out), "--model", str(model))
+        assert result.returncode == 2
+        assert f"{out}: cannot write the output folder ({problem}" in result.stderr, result.stderr
+        assert "broken.safetensors" not in result.stderr and "model" not in result.stdout
+    assert a_file.read_text() == "mine\n"
+    assert sorted(tmp_path.iterdir()) == before  # nothing created
