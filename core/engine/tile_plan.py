@@ -84,7 +84,7 @@ class TilingPlan:
         held = f" with {format_bytes(self.held_bytes)} of image and outputs" if self.held_bytes else ""
         budget = (f"{held} {'over' if over else 'within'} budget {format_bytes(self.budget_bytes)}"
                   if self.budget_bytes else "")
-        estimate = f", estimated peak {format_bytes(self.tile_bytes)}" if self.tile_bytes else ""
+        estimate = f", estimated tensor peak {format_bytes(self.tile_bytes)}" if self.tile_bytes else ""
         if self.mode == "whole":
             return f"whole image {self.image_width or self.width}x{self.height} in one pass{estimate}{budget}"
         rows, cols = self.grid

@@ -1,8 +1,8 @@
 """What the main window says about an image and a finished job, in words a user can check.
 
-Two memory figures meet on one screen: the job's peak (process RSS on the CPU, CUDA allocated on a GPU) and the
-memory panel's peak allocated (what the allocator handed out). The texts name which is which, and the tooltips
-say what each counts.
+Three memory figures meet on one screen: the job's peak (process RSS on the CPU, CUDA allocated on a GPU), the
+memory panel's peak allocated (what the allocator handed out) and the plan's estimated tensor peak (the engine's
+live tensors in one pass, before it ran). The texts name which is which, and the tooltips say what each counts.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ CPU_PEAK_TIP = (
     "Job peak, process RSS: the most memory the whole app process held (resident set: Python, Qt, PyTorch's "
     "libraries, the model's weights, the image and every tensor) while this job ran; (+N) is how far it rose "
     "above where it was when the job began. The Memory panel's 'peak allocated' counts only the bytes the heap "
-    "allocator handed out, so it is lower."
+    "allocator handed out, so it is lower; the plan line's 'estimated tensor peak' is the engine's forecast of its "
+    "own live tensors in one pass (the part the memory budget limits), lower still."
 )
 CUDA_PEAK_TIP = (
     "Job peak, CUDA allocated: the most GPU memory PyTorch's tensors held while this job ran "
