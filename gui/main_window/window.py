@@ -15,7 +15,6 @@ from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QDockWidget, QLabel, QMessageBox, QVBoxLayout, QWidget
 
 from leanseg.core.assets import default_model_path
-from leanseg.core.events import JobEvent
 from leanseg.core.io.images import ImageData, to_rgb8
 from leanseg.core.memory import MemoryMonitor, format_bytes
 from leanseg.core.model.card import CardError
@@ -35,12 +34,13 @@ from .banner import ModelBanner
 from .card_editor import CardEditor, card_editor_for, card_notice
 from .companions import CompanionsMixin
 from .file_actions import FileActionsMixin
+from .job_results import JobResultsMixin
 from .menus import build_menus
-from .notes import image_notes, job_peak_text
+from .notes import image_notes
 from .settings import AppSettings
 
 
-class MainWindow(FileActionsMixin, CompanionsMixin):
+class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
     """`open_path`, `open_image`, `open_folder`, `open_video`, `open_model` are the entry points."""
 
     image_shown = Signal(object)  # ImageData now in the viewer
@@ -298,52 +298,6 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
         if use_default:
             self.open_model(fallback)
 
-    def _on_job_event(self, job_id: int, event: JobEvent) -> None:
-        if self.monitor is not None:
-            self.monitor.mark_event(event)
-        if self.controller.is_current(job_id) and event.kind == "tile" and event.count:
-            self.controls.set_tile_progress((event.index or 0) + 1, event.count)
-
-    def _on_job_finished(self, job_id: int, result: Segmentation) -> None:
-        if not self.controller.is_current(job_id) or self.model_status is None:
-            return
-        self.result = result
-        info = self.model_status.info
-        self.viewer.set_labels(result.labels, info.class_colours, info.class_names)
-        self.overlay_panel.legend.set_labels(result.labels)
-        self._set_busy(False)
-        self.controls.show_outcome(f"done · {result.seconds:.2f} s", complete=True)
-        peak, peak_tip = job_peak_text(result)
-        summary = f"{result.seconds:.2f} s · {peak} · {result.device}"
-        self.controls.last_result.setText("Last run: " + summary + "".join(f"\n{n}" for n in result.notes))
-        self.controls.last_result.setToolTip(peak_tip)
-        self.status_labels["time"].setText(f"{result.seconds:.2f} s")
-        self.status_labels["peak"].setText(peak)
-        self.status_labels["peak"].setToolTip(peak_tip)
-        given = self._given_labels is not None and self._given_labels[0] == job_id
-        done = "shown with its saved labels" if given else f"segmented in {result.seconds:.2f} s"
-        self.statusBar().showMessage(self._with_notes(f"{self._image_name()}: {done}"))
-        self._refresh_actions()
-        self.segmented.emit(result)
-        self.job_ended.emit("finished")
-
-    def _on_job_failed(self, job_id: int, message: str) -> None:
-        if not self.controller.is_current(job_id):
-            return
-        self._set_busy(False)
-        self.controls.show_outcome("failed", complete=False)
-        self.show_error("leanseg", message)
-        self.job_ended.emit("failed")
-
-    def _on_job_cancelled(self, job_id: int) -> None:
-        current = self.controller.current
-        if current is None or current.job_id != job_id:
-            return
-        self._set_busy(False)
-        self.controls.show_outcome("cancelled", complete=False)
-        self.statusBar().showMessage(f"{self._image_name()}: cancelled")
-        self.job_ended.emit("cancelled")
-
     def _on_options_changed(self, options: InferenceOptions) -> None:
         if self.model_requested is None:
             self._use_device(options.device)
@@ -353,28 +307,6 @@ class MainWindow(FileActionsMixin, CompanionsMixin):
             self.segment_current()  # show the effect of the new engine, device or budget at once
 
     # -- helpers --------------------------------------------------------------------------------------------
-    def _image_name(self) -> str:
-        return self.image.path.name if self.image is not None and self.image.path is not None else "image"
-
-    def _with_notes(self, message: str) -> str:
-        return " · ".join([message, *self._image_notes])
-
-    def _set_busy(self, busy: bool) -> None:
-        self._busy = busy
-        self.controls.set_busy(busy)
-
-    def _clear_result(self) -> None:
-        """Drop the shown labels and what the last run said about them."""
-        self.result = None
-        self.viewer.clear_labels()
-        self.overlay_panel.legend.set_labels(None)
-        self.controls.last_result.setText("")
-        self.controls.last_result.setToolTip("")
-        for key in ("time", "peak"):
-            self.status_labels[key].setText("")
-            self.status_labels[key].setToolTip("")
-        self._refresh_actions()
-
     def _use_device(self, device: str) -> None:
         """Point the memory panel at `device` (a new monitor when the device changes)."""
         self.status_labels["device"].setText(device)

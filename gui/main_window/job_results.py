@@ -1,0 +1,86 @@
+"""What the main window shows when a segmentation job reports: tile progress, the result, a failure, a cancel.
+
+Mixed into MainWindow, which connects the controller's signals to these handlers. Late signals of a job that
+was cancelled or replaced are ignored by job id.
+"""
+from __future__ import annotations
+
+from PySide6.QtWidgets import QMainWindow
+
+from leanseg.core.events import JobEvent
+from leanseg.core.predict import Segmentation
+
+from .notes import job_peak_text
+
+
+class JobResultsMixin(QMainWindow):
+    """The worker's job signals -> widgets; MainWindow provides the widgets and state used here."""
+
+    def _on_job_event(self, job_id: int, event: JobEvent) -> None:
+        if self.monitor is not None:
+            self.monitor.mark_event(event)
+        if self.controller.is_current(job_id) and event.kind == "tile" and event.count:
+            self.controls.set_tile_progress((event.index or 0) + 1, event.count)
+
+    def _on_job_finished(self, job_id: int, result: Segmentation) -> None:
+        if not self.controller.is_current(job_id) or self.model_status is None:
+            return
+        self.result = result
+        info = self.model_status.info
+        self.viewer.set_labels(result.labels, info.class_colours, info.class_names)
+        self.overlay_panel.legend.set_labels(result.labels)
+        self._set_busy(False)
+        self.controls.show_outcome(f"done · {result.seconds:.2f} s", complete=True)
+        peak, peak_tip = job_peak_text(result)
+        summary = f"{result.seconds:.2f} s · {peak} · {result.device}"
+        self.controls.last_result.setText("Last run: " + summary + "".join(f"\n{n}" for n in result.notes))
+        self.controls.last_result.setToolTip(peak_tip)
+        self.status_labels["time"].setText(f"{result.seconds:.2f} s")
+        self.status_labels["peak"].setText(peak)
+        self.status_labels["peak"].setToolTip(peak_tip)
+        given = self._given_labels is not None and self._given_labels[0] == job_id
+        done = "shown with its saved labels" if given else f"segmented in {result.seconds:.2f} s"
+        self.statusBar().showMessage(self._with_notes(f"{self._image_name()}: {done}"))
+        self._refresh_actions()
+        self.segmented.emit(result)
+        self.job_ended.emit("finished")
+
+    def _on_job_failed(self, job_id: int, message: str) -> None:
+        if not self.controller.is_current(job_id):
+            return
+        self._set_busy(False)
+        self.controls.show_outcome("failed", complete=False)
+        self.show_error("leanseg", message)
+        self.job_ended.emit("failed")
+
+    def _on_job_cancelled(self, job_id: int) -> None:
+        current = self.controller.current
+        if current is None or current.job_id != job_id:
+            return
+        self._set_busy(False)
+        self.controls.show_outcome("cancelled", complete=False)
+        self.statusBar().showMessage(f"{self._image_name()}: cancelled")
+        self.job_ended.emit("cancelled")
+
+    # -- helpers ----------------------------------------------------------------------------------------------
+    def _image_name(self) -> str:
+        return self.image.path.name if self.image is not None and self.image.path is not None else "image"
+
+    def _with_notes(self, message: str) -> str:
+        return " · ".join([message, *self._image_notes])
+
+    def _set_busy(self, busy: bool) -> None:
+        self._busy = busy
+        self.controls.set_busy(busy)
+
+    def _clear_result(self) -> None:
+        """Drop the shown labels and what the last run said about them."""
+        self.result = None
+        self.viewer.clear_labels()
+        self.overlay_panel.legend.set_labels(None)
+        self.controls.last_result.setText("")
+        self.controls.last_result.setToolTip("")
+        for key in ("time", "peak"):
+            self.status_labels[key].setText("")
+            self.status_labels[key].setToolTip("")
+        self._refresh_actions()
