@@ -1,6 +1,6 @@
 """The video panel: play a video with the overlay segmented live, seek, and export the segmented video.
 
-Playback (gui/video_player.py) and export (gui/video_export.py) each run on their own thread with
+Playback (player.py) and export (export.py, started by export_actions.py) each run on their own thread with
 their own Segmenter; this widget only turns their signals into pixels and labels. Frames arrive on
 the GUI thread as ShownFrame objects; the panel draws them and tells the player it may send more.
 """
@@ -12,11 +12,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QCheckBox,
-    QDialog,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
-    QMessageBox,
     QProgressBar,
     QPushButton,
     QSlider,
@@ -24,24 +21,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from leanseg.core.events import JobEvent
 from leanseg.core.io.video import VideoInfo, VideoReadError
-from leanseg.core.jobs import VideoJobOptions, VideoJobSummary
-from leanseg.core.jobs.video_guard import VideoOutputRefused
+from leanseg.core.jobs import VideoJobSummary
 from leanseg.core.model.catalog import model_classes
 from leanseg.core.predict import InferenceOptions
 
 from ..viewer.view import SegmentationViewer
-from .export import VideoExport, export_csv_path, export_guard, files_to_replace
+from .export import VideoExport
+from .export_actions import ExportActionsMixin, clock_text
 from .player import ShownFrame, VideoPlayback
 
 
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(max(seconds, 0.0), 60)
-    return f"{int(minutes)}:{secs:04.1f}"
-
-
-class VideoPanel(QDialog):
+class VideoPanel(ExportActionsMixin):
     """`open_video(path)`, then play/pause, seek and `export_to(path)`; non-modal, one video at a time."""
 
     video_opened = Signal(object)  # VideoInfo
@@ -168,56 +159,6 @@ class VideoPanel(QDialog):
     def seek(self, index: int) -> None:
         self.playback.seek(index)
 
-    def choose_export(self) -> None:
-        """Ask for the video's name, then once whether to replace any files of the user's the export would write."""
-        if self.source is None:
-            return
-        start = str(self.source.with_name(f"{self.source.stem}_segmented.mp4"))
-        name, _ = QFileDialog.getSaveFileName(self, "Export segmented video", start, "MP4 video (*.mp4)",
-                                              options=QFileDialog.Option.DontConfirmOverwrite)  # we ask below
-        if not name:
-            return
-        try:
-            foreign = files_to_replace(self.source, Path(name))
-        except VideoOutputRefused as err:  # the input video, a folder: never replaced, so no question
-            self._show_error(f"Not exported: {err}")
-            return
-        if foreign and not self._confirm_replace(foreign):
-            return
-        self.export_to(Path(name), overwrite=bool(foreign))
-
-    def export_to(self, output: Path, overwrite: bool = False) -> bool:
-        """Segment the whole video into `output` (and `output` with .csv) on a background thread; playback pauses.
-
-        Refused with a message, writing nothing, when an output is the input video, a folder, or a file
-        no leanseg video run wrote (unless `overwrite`; the input is never replaced)."""
-        if self.source is None or self.model_path is None:
-            self._show_error("Open a video and a model first: export needs both.")
-            return False
-        if self.exporting:
-            return False
-        output = Path(output)
-        guard = export_guard(self.source, output, overwrite)
-        try:
-            guard.check()
-        except VideoOutputRefused as err:
-            self._show_error(f"Not exported: {err}")
-            return False
-        self.pause()
-        self.progress.setRange(0, (self.info.frame_count if self.info else None) or 0)
-        self.progress.setValue(0)
-        self.export_label.setText(f"Exporting to {output}…")
-        self.exporting = True
-        self.export.start(self.source, output, self.model_path, self.options,
-                          VideoJobOptions(csv_path=export_csv_path(output)), guard)
-        self._refresh()
-        return True
-
-    def cancel_export(self) -> None:
-        if self.exporting:
-            self.export.cancel()
-            self.export_label.setText("Cancelling after the current frame…")
-
     # -- worker -> widgets ------------------------------------------------------------------------------------
     def _on_frame(self, shown: ShownFrame) -> None:
         try:
@@ -243,7 +184,7 @@ class VideoPanel(QDialog):
         self.slider.blockSignals(False)
         fps = self.info.fps if self.info and self.info.fps else 0.0
         total = f" / {self.info.frame_count}" if self.info and self.info.frame_count else ""
-        when = f" · {_clock(shown.index / fps)}" if fps else ""
+        when = f" · {clock_text(shown.index / fps)}" if fps else ""
         self.position_label.setText(f"frame {shown.index + 1}{total}{when}")
         infer = f"inference {1000 * shown.infer_seconds:.0f} ms" if shown.labels is not None else "no overlay"
         if self.playback.playing and shown.fps > 0:
@@ -264,37 +205,6 @@ class VideoPanel(QDialog):
         self.playback.set_segmenting(on)
         if not self.playback.playing and self.last_frame is not None:
             self.seek(self.last_frame.index)
-
-    def _on_export_event(self, event: JobEvent) -> None:
-        self.job_event.emit(event)
-        if event.kind == "start" and event.count:
-            self.progress.setRange(0, event.count)
-        elif event.kind == "frame" and event.index is not None:
-            self.progress.setValue(event.index + 1)
-            fps = float(event.data.get("fps", 0.0))
-            left = (event.count - event.index - 1) / fps if event.count and fps > 0 else None
-            eta = f" · ETA {_clock(left)}" if left is not None else ""
-            self.export_label.setText(f"Exporting frame {event.index + 1}/{event.count or '?'} · {fps:.1f} fps{eta}")
-
-    def _on_export_finished(self, summary: VideoJobSummary) -> None:
-        self.last_summary, self.exporting = summary, False
-        output = summary.output or "(nothing written)"
-        if summary.cancelled:
-            text = f"Cancelled after {summary.frames_done} frame(s): {output} holds them and plays."
-        else:
-            text = f"Exported {summary.frames_done} frame(s) to {output} at {summary.fps:.1f} fps."
-        if summary.stop_note:
-            text += f" Warning: {summary.stop_note}"
-        self.export_label.setText(text)
-        self._refresh()
-        self.export_finished.emit(summary)
-
-    def _on_export_failed(self, message: str) -> None:
-        self.exporting = False
-        self.export_label.setText(f"Export failed: {message}")
-        self._refresh()
-        self._show_error(f"Export failed: {message}")
-        self.export_failed.emit(message)
 
     # -- helpers --------------------------------------------------------------------------------------------
     def _read_classes(self) -> None:
@@ -317,14 +227,6 @@ class VideoPanel(QDialog):
         self.export_button.setEnabled(has_video and self.model_path is not None and not exporting)
         self.cancel_button.setEnabled(exporting)
         self.live_overlay.setEnabled(self.model_path is not None)
-
-    def _confirm_replace(self, foreign: list[Path]) -> bool:
-        names = "\n".join(str(path) for path in foreign)
-        answer = QMessageBox.question(
-            self, "Replace files?",
-            f"The export would replace these files, which leanseg did not write:\n{names}\n\nReplace them?",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
-        return answer == QMessageBox.StandardButton.Yes
 
     def _show_error(self, message: str) -> None:
         self.export_label.setText(message)
