@@ -4,8 +4,9 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import cv2
 import numpy as np
@@ -33,14 +34,15 @@ def new_temp_file(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write `data` to `path` so that readers see either nothing or the whole file."""
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
+    """Call `write(handle)` on a temp file beside `path`, fsync, then rename it over `path`: readers see either
+    nothing (or the old file) or the whole new file, and a failed write leaves no temp file behind."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = new_temp_file(path)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -48,6 +50,11 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write `data` to `path` so that readers see either nothing or the whole file."""
+    return atomic_write(path, lambda handle: handle.write(data))
 
 
 def _png_params(filter_name: str, strategy: int) -> list[int]:

@@ -1,28 +1,17 @@
 """Resume state (model, optimiser, scheduler, epoch, history): written atomically, loaded safely."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..io.outputs import new_temp_file
+from ..io.outputs import atomic_write
 
 
 def save_state(path: Path, state: dict[str, Any]) -> None:
     """torch.save to a temp file in the same folder, fsync, then rename over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = new_temp_file(path)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda handle: torch.save(state, handle))
 
 
 def load_state(path: Path) -> dict[str, Any]:

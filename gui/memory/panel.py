@@ -42,17 +42,6 @@ class MemoryMonitorLike(Protocol):
     def snapshot(self) -> dict[str, np.ndarray]: ...
     def marks(self) -> list[tuple[float, str]]: ...
     def mark(self, label: str) -> None: ...
-    def _label_row(self, time: float, label: str) -> int:
-        """The first row whose last label ends before `time` (else the one that ends soonest); books the span."""
-        seconds_per_px = self.plot.getViewBox().viewPixelSize()[0]
-        if not np.isfinite(seconds_per_px) or seconds_per_px <= 0:
-            seconds_per_px = WINDOW_S / 800
-        width_px = QFontMetrics(self.font()).horizontalAdvance(label) + 2 * MARK_GAP_PX
-        free = [row for row, end in enumerate(self._row_ends) if end <= time]
-        row = free[0] if free else int(np.argmin(self._row_ends))
-        self._row_ends[row] = time + width_px * seconds_per_px
-        return row
-
     def reset_peak(self) -> None: ...
     def empty_cache(self) -> int: ...
 
