@@ -27,6 +27,7 @@ from .common import (
     add_inference_options,
     add_memory_log_option,
     build_segmenter,
+    cancel_on_sigint,
     describe_segmenter,
     memory_logging,
     report_error,
@@ -108,8 +109,10 @@ def _run(args: argparse.Namespace, options: VideoJobOptions, segmenter: Segmente
         if args.memory_log is not None:
             guard.claim(args.memory_log)
             guard.claim(sidecar_path(args.memory_log))
-        with memory_logging(args.memory_log, segmenter.device, show) as on_event:
-            summary = segment_video(args.input, args.out, segmenter, options, on_event=on_event, guard=guard)
+        with (cancel_on_sigint("stopping after the current frame (Ctrl-C again to stop at once)") as cancel,
+              memory_logging(args.memory_log, segmenter.device, show) as on_event):
+            summary = segment_video(args.input, args.out, segmenter, options, cancel=cancel, on_event=on_event,
+                                    guard=guard)
     except (VideoReadError, VideoWriteError, CommandError) as err:
         return report_error(err)
     except OSError as err:  # e.g. a folder that cannot be written
@@ -125,7 +128,14 @@ def _run(args: argparse.Namespace, options: VideoJobOptions, segmenter: Segmente
         outputs.append(str(summary.csv_path))
     if summary.label_files:
         outputs.append(f"{summary.label_files} label PNGs in {args.labels_dir}")
+    first = (f" (the first {1000 * summary.frame_seconds[0]:.0f} ms: warm-up)"
+             if len(summary.frame_seconds) > 1 else "")
     print(f"{summary.frames_done} frame(s) in {summary.seconds:.1f} s, {summary.fps:.2f} frames/s end to end, "
-          f"inference {1000 * summary.infer_seconds / max(summary.frames_done, 1):.0f} ms/frame, "
+          f"inference {1000 * summary.median_infer_seconds:.0f} ms/frame median{first}, "
           f"peak {format_bytes(summary.peak_bytes)}; wrote {', '.join(outputs) or 'nothing'}")
+    if summary.cancelled:
+        expected = f" of {summary.frames_expected}" if summary.frames_expected else ""
+        print(f"stopped by Ctrl-C after {summary.frames_done}{expected} frame(s); the outputs hold them and play",
+              file=sys.stderr)
+        return 130
     return 0 if summary.complete else 1

@@ -6,6 +6,7 @@ output video and CSV are finalised whatever happens, so a cancelled export stays
 """
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -60,11 +61,17 @@ class VideoJobSummary:
     csv_path: Path | None = None
     label_files: int = 0
     frame_peaks: list[int] = field(default_factory=list)  # per-frame peak bytes, in order
+    frame_seconds: list[float] = field(default_factory=list)  # per-frame inference time, in order
 
     @property
     def fps(self) -> float:
         """Frames segmented per second of wall time, end to end."""
         return self.frames_done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def median_infer_seconds(self) -> float:
+        """The typical frame's inference time: the first frames pay the engine's warm-up, a mean would not show."""
+        return float(statistics.median(self.frame_seconds)) if self.frame_seconds else 0.0
 
     @property
     def complete(self) -> bool:
@@ -174,6 +181,7 @@ def _run_frames(reader: VideoReader, sink: SegmentedFrameSink, segmenter: Segmen
         summary.infer_seconds += result.seconds
         summary.peak_bytes = max(summary.peak_bytes, result.peak_bytes)
         summary.frame_peaks.append(result.peak_bytes)
+        summary.frame_seconds.append(result.seconds)
         summary.seconds = time.perf_counter() - start
         on_event(JobEvent("frame", f"frame {summary.frames_done}/{summary.frames_expected or '?'}",
                           index=summary.frames_done - 1, count=summary.frames_expected, path=str(summary.input),

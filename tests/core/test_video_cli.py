@@ -1,8 +1,11 @@
 """`leanseg video` end to end in a real subprocess."""
 from __future__ import annotations
 
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .video_samples import HEIGHT, WIDTH, count_frames, truncate, write_video
@@ -46,3 +49,31 @@ def test_video_command_errors_name_the_file(tmp_path: Path, tiny_checkpoint: Pat
     assert f"warning: {cut}: stopped at frame" in result.stderr and "of 16" in result.stderr
     assert 0 < count_frames(tmp_path / "o.mp4")[0] < 16
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_sigint_stops_after_the_current_frame_even_when_started_with_sigint_ignored(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    """A script's background job (`leanseg video ... &`) starts with SIGINT ignored; `kill -INT` still stops it,
+    and what it wrote plays and says how far it got."""
+    source = write_video(tmp_path / "long.mp4", frames=1500, fps=10.0)
+    out, labels = tmp_path / "seg.mp4", tmp_path / "labels"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "leanseg.core", "video", str(source), "--out", str(out), "--labels-dir", str(labels),
+         "--model", str(tiny_checkpoint), "--engine", "eager", "--threads", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if labels.is_dir() and len(list(labels.iterdir())) >= 3:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    match = re.search(r"stopped by Ctrl-C after (\d+) of 1500 frame\(s\)", stderr)
+    assert match, stderr
+    done = int(match.group(1))
+    assert 3 <= done < 1500
+    assert count_frames(out)[0] == done and len((tmp_path / "seg.csv").read_text().splitlines()) == 1 + done
+    assert re.search(r"inference \d+ ms/frame median \(the first \d+ ms: warm-up\)", stdout), stdout
