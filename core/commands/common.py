@@ -103,6 +103,7 @@ def build_segmenter(args: argparse.Namespace, want_probs: bool = False) -> Segme
     if args.threads:
         torch.set_num_threads(args.threads)
     set_max_pixels(getattr(args, "max_pixels", DEFAULT_MAX_PIXELS))
+    print(f"loading model {args.model or default_model_path()}…", file=sys.stderr, flush=True)  # .pt2: seconds
     loaded = load_model(args.model)
     try:
         segmenter = Segmenter(loaded, inference_options(args, want_probs))

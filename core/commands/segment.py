@@ -39,7 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    images = _distinct(args.images)
     try:
+        _check_some_image_exists(images)
         check_output_folder(args.out)
         segmenter = build_segmenter(args, want_probs=args.probs)
     except CommandError as err:
@@ -50,14 +52,14 @@ def run(args: argparse.Namespace) -> int:
         if event.kind == "image" and event.path is not None:
             print(f"{event.path}  {event.message.split(': ', 1)[1]}  [{event.index + 1}/{event.count}]"
                   if event.index is not None else event.message)
-        elif event.kind in ("plan", "warning", "info", "tile"):  # tile: "tile i/n" of a tiled image
-            print(f"  {event.message}", flush=True)
+        elif event.kind in ("plan", "warning", "info") or (event.kind == "tile" and (event.count or 0) > 1):
+            print(f"  {event.message}", flush=True)  # tile: "tile i/n" of an image cut into tiles
         elif event.kind == "error":
             print(f"failed (the rest go on): {event.message}", file=sys.stderr)
 
     try:
         with cancel_on_sigint() as cancel, memory_logging(args.memory_log, segmenter.device, show) as on_event:
-            summary = segment_files(list(args.images), args.out, segmenter, write_overlay=args.overlay,
+            summary = segment_files(images, args.out, segmenter, write_overlay=args.overlay,
                                     overlay_alpha=args.alpha, write_probs=args.probs,
                                     overwrite=args.overwrite, cancel=cancel, on_event=on_event)
     except (CommandError, ManifestError) as err:  # ManifestError: FolderBusyError, another run writes --out
@@ -67,9 +69,32 @@ def run(args: argparse.Namespace) -> int:
     ok = [r for r in summary.results if r.ok]
     total = sum(r.seconds for r in ok)
     peak = max((r.peak_bytes for r in ok), default=0)
-    print(f"{len(ok)} of {len(args.images)} image(s) segmented in {total:.2f} s, peak {format_bytes(peak)}, "
-          f"outputs in {args.out}" + (f"; {len(summary.failed)} failed" if summary.failed else ""))
+    where = f"outputs in {args.out}" if ok else "nothing written"
+    print(f"{len(ok)} of {len(images)} image(s) segmented in {total:.2f} s, peak {format_bytes(peak)}, "
+          f"{where}" + (f"; {len(summary.failed)} failed" if summary.failed else ""))
     if summary.cancelled:
         print("stopped by Ctrl-C; the image in flight was not written", file=sys.stderr)
         return 130
     return 0 if summary.all_ok else 1
+
+
+def _distinct(images: list[Path]) -> list[Path]:
+    """The images in the order given, each file once (the same file named twice is segmented once)."""
+    seen: set[Path] = set()
+    distinct = []
+    for image in images:
+        key = image.resolve()
+        if key not in seen:
+            seen.add(key)
+            distinct.append(image)
+    return distinct
+
+
+def _check_some_image_exists(images: list[Path]) -> None:
+    """CommandError before the model loads when no IMAGE is a file (one missing among others fails alone)."""
+    if any(image.is_file() for image in images):
+        return
+    first = images[0]
+    problem = "is a folder (segment a folder with `leanseg batch`)" if first.is_dir() else "no such file"
+    others = f" (and none of the other {len(images) - 1} is a file)" if len(images) > 1 else ""
+    raise CommandError(f"{first}: {problem}{others}")

@@ -89,3 +89,38 @@ def test_an_output_path_that_cannot_be_a_folder_is_refused_before_the_model_load
         assert "broken.safetensors" not in result.stderr and "model" not in result.stdout
     assert a_file.read_text() == "mine\n"
     assert sorted(tmp_path.iterdir()) == before  # nothing created
+
+
+def test_no_existing_image_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    model = tmp_path / "broken.safetensors"
+    model.write_bytes(b"not a model")  # would fail to load: the input error must come first
+    out = tmp_path / "out"
+    result = _leanseg("segment", str(tmp_path / "nope.png"), str(tmp_path / "gone.png"), "--out", str(out),
+                      "--model", str(model))
+    assert result.returncode == 2
+    assert f"{tmp_path / 'nope.png'}: no such file (and none of the other 1 is a file)" in result.stderr
+    assert "broken.safetensors" not in result.stderr and not out.exists()
+    result = _leanseg("segment", str(tmp_path), "--out", str(out), "--model", str(model))
+    assert result.returncode == 2 and "is a folder (segment a folder with `leanseg batch`)" in result.stderr
+
+
+def test_the_same_file_named_twice_is_segmented_once(
+    tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path
+) -> None:
+    out = tmp_path / "out"
+    again = rgb_image.parent / "." / rgb_image.name
+    result = _leanseg("segment", str(rgb_image), str(again), "--out", str(out), "--model", str(tiny_checkpoint),
+                      "--mirror", "off")
+    assert result.returncode == 0, result.stderr
+    assert "1 of 1 image(s) segmented" in result.stdout and "[1/1]" in result.stdout
+    assert "tile 1/1" not in result.stdout  # a whole image is one pass: no tile lines
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["input_labels.png", "input_overlay.png"]
+
+
+def test_nothing_segmented_says_nothing_was_written(tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path) -> None:
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"garbage")
+    result = _leanseg("segment", str(bad), "--out", str(tmp_path / "o"), "--model", str(tiny_checkpoint))
+    assert result.returncode == 1
+    assert "0 of 1 image(s) segmented" in result.stdout and "nothing written" in result.stdout
+    assert "outputs in" not in result.stdout
