@@ -111,6 +111,15 @@ class _OutputGuard:
                 raise OutputRefused(f"{source}: {target} already exists and was not written by leanseg segment; "
                                     "pass --overwrite to replace it")
 
+    def replaced_from_elsewhere(self, source: Path, targets: list[Path]) -> list[tuple[Path, str]]:
+        """The existing targets an earlier run here wrote from another file, with that file."""
+        found = []
+        for target in targets:
+            earlier = self.ledger.source_of(target.name)
+            if earlier and earlier != str(source.resolve()) and target.exists():
+                found.append((target, earlier))
+        return found
+
     def claim(self, source: Path, targets: list[Path]) -> None:
         for target in targets:
             self.ledger.add(target.name, source.resolve())
@@ -187,6 +196,10 @@ def _segment_one(
     probs_path = out_dir / output_file_name(stem, "probs")
     targets = [labels_path] + ([overlay_path] if wanted.overlay else []) + ([probs_path] if wanted.probs else [])
     guard.check(path, targets)  # before reading or inference
+    replaced = guard.replaced_from_elsewhere(path, targets)
+    for earlier in dict.fromkeys(source for _, source in replaced):
+        names = ", ".join(target.name for target, source in replaced if source == earlier)
+        on_event(JobEvent("info", f"{path.name}: replaces {names}, made earlier from {earlier}", path=str(path)))
     image = read_image(path)
     if image.note:  # e.g. rotated as its EXIF orientation says
         on_event(JobEvent("info", f"{path.name}: {image.note}", path=str(path)))

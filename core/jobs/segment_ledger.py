@@ -20,7 +20,7 @@ class SegmentLedger:
 
     def __init__(self, out_dir: Path, name: str = LEDGER_NAME) -> None:
         self.path = out_dir / name
-        self.written: set[str] = set()
+        self.written: dict[str, str] = {}  # output name -> the source it was last written from
         self._handle: io.TextIOWrapper | None = None
         try:
             lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -28,16 +28,21 @@ class SegmentLedger:
             lines = []
         for line in lines:
             try:
-                self.written.add(str(json.loads(line)["output"]))
+                record = json.loads(line)
+                self.written[str(record["output"])] = str(record.get("source", ""))
             except (ValueError, KeyError, TypeError):
                 continue  # a line torn by a kill
 
     def owns(self, name: str) -> bool:
         return name in self.written
 
+    def source_of(self, name: str) -> str | None:
+        """The source `name` was last written from (None when no run here wrote it)."""
+        return self.written.get(name)
+
     def add(self, name: str, source: Path) -> None:
-        """Note, durably, that `name` is about to be written from `source`."""
-        if name in self.written:
+        """Note, durably, that `name` is about to be written from `source` (a line only when that is news)."""
+        if self.written.get(name) == str(source):
             return
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,7 +50,7 @@ class SegmentLedger:
         self._handle.write(json.dumps({"output": name, "source": str(source)}) + "\n")
         self._handle.flush()
         os.fsync(self._handle.fileno())
-        self.written.add(name)
+        self.written[name] = str(source)
 
     def close(self) -> None:
         if self._handle is not None:

@@ -118,3 +118,21 @@ def test_resume_redoes_outputs_changed_in_place(tmp_path: Path, tiny_checkpoint:
     assert f"{labels}: changed since written (checksum differs); redoing p0.png" in resumed.stderr
     assert f"{probs}: changed since written (checksum differs); redoing p1.png" in resumed.stderr
     assert {path: path.read_bytes() for path in original} == original  # redone: the same bytes as written first
+
+
+def test_segment_says_when_it_replaces_outputs_made_from_another_file(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    first = _image(tmp_path / "a" / "photo.png", 32, 40, 4)
+    second = _image(tmp_path / "b" / "photo.png", 24, 56, 5)  # same name, another picture
+    out = tmp_path / "out"
+    assert _leanseg("segment", first, "--out", out, *_model(tiny_checkpoint)).returncode == 0
+    rerun = _leanseg("segment", first, "--out", out, *_model(tiny_checkpoint))
+    assert rerun.returncode == 0 and "made earlier from" not in rerun.stdout  # the same source: nothing to say
+    other = _leanseg("segment", second, "--out", out, *_model(tiny_checkpoint))
+    assert other.returncode == 0, other.stderr
+    assert (f"photo.png: replaces photo_labels.png, photo_overlay.png, made earlier from {first.resolve()}"
+            in other.stdout), other.stdout
+    assert _shape(out / "photo_labels.png") == (24, 56)
+    ledger = [json.loads(line) for line in (out / ".leanseg-segment.jsonl").read_text().splitlines()]
+    assert {r["source"] for r in ledger if r["output"] == "photo_labels.png"} == {str(first.resolve()),
+                                                                                   str(second.resolve())}
+    assert ledger[-1]["source"] == str(second.resolve())  # the ledger says where the file now comes from
