@@ -93,6 +93,8 @@ def _output_guard(args: argparse.Namespace, options: VideoJobOptions) -> VideoOu
 
 def _run(args: argparse.Namespace, options: VideoJobOptions, segmenter: Segmenter, guard: VideoOutputGuard) -> int:
     print(describe_segmenter(segmenter))
+    for path, earlier in guard.replaced_from_elsewhere():
+        print(f"  replaces {path}, made earlier from {earlier}")
     progress = JobProgress(args.input.name, unit="frames")
 
     def show(event: JobEvent) -> None:

@@ -63,6 +63,16 @@ class VideoOutputGuard:
         planned = [path for path, _ in self.files] + self._existing_labels()
         return [path for path in planned if self._is_foreign(path)]
 
+    def replaced_from_elsewhere(self) -> list[tuple[Path, str]]:
+        """The planned files an earlier `leanseg video` wrote from another video, with that video."""
+        found = []
+        for path, _ in self.files:
+            folder, name = self._ledger_entry(path)
+            earlier = (self._ledgers.get(folder) or SegmentLedger(folder, LEDGER_NAME)).source_of(name)
+            if earlier and earlier != str(self.input_path.resolve()) and path.is_file():
+                found.append((path, earlier))
+        return found
+
     def claim(self, path: Path) -> None:
         """Note `path` as written by `leanseg video`, before it is written."""
         folder, name = self._ledger_entry(Path(path))

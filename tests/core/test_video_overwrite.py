@@ -97,3 +97,18 @@ def test_a_rerun_replaces_its_own_outputs_and_nothing_else(tmp_path: Path, tiny_
     third = _leanseg(*args[:4], "--labels-dir", stranger.parent, *args[6:])
     _refused(third, stranger, "already exists and was not written by leanseg video")
     assert stranger.read_bytes() == b"someone else's labels"
+
+
+def test_a_run_from_another_video_says_which_outputs_it_replaces(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    first, second = write_video(tmp_path / "a.mp4", frames=2), write_video(tmp_path / "b.mp4", frames=3)
+    out = tmp_path / "seg.mp4"
+    assert _leanseg("video", first, "--out", out, *_model(tiny_checkpoint)).returncode == 0
+    rerun = _leanseg("video", first, "--out", out, *_model(tiny_checkpoint))
+    assert rerun.returncode == 0 and "made earlier from" not in rerun.stdout
+    other = _leanseg("video", second, "--out", out, *_model(tiny_checkpoint))
+    assert other.returncode == 0, other.stderr
+    for path in (out, out.with_suffix(".csv")):
+        assert f"replaces {path}, made earlier from {first.resolve()}" in other.stdout, other.stdout
+    assert count_frames(out)[0] == 3
+    again = _leanseg("video", second, "--out", out, *_model(tiny_checkpoint))
+    assert again.returncode == 0 and "made earlier from" not in again.stdout  # the ledger now names b.mp4
