@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, required=True, metavar="FILE.png",
                         help="the chart to write: FILE.png, FILE.svg or FILE.pdf")
     parser.add_argument("--format", choices=CHART_FORMATS, default=None,
-                        help="chart type; default: from --out's suffix (a missing suffix is added)")
+                        help="chart type; default: --out's suffix, png when it has none (then added)")
     parser.add_argument("--no-rss", action="store_true", help="leave out the process RSS curve")
     parser.set_defaults(run=run)
 
@@ -63,12 +63,13 @@ def plot_memory_log(log: MemoryLog, out: Path, include_rss: bool = True) -> Path
 
 
 def output_path(out: Path, chart_type: str | None) -> Path:
-    """--out, with `chart_type`'s suffix added when it has none; ValueError when the two disagree."""
-    if chart_type is None:
-        return out
+    """--out, with `chart_type`'s suffix (.png without --format) added when it has none; ValueError when the two
+    disagree."""
     suffix = out.suffix.lower().lstrip(".")
     if not suffix:
-        return out.with_suffix(f".{chart_type}")
+        return out.with_suffix(f".{chart_type or 'png'}")
+    if chart_type is None:
+        return out
     if suffix != chart_type:
         raise ValueError(f"--out {out} ends in .{suffix} but --format is {chart_type}; make them agree")
     return out

@@ -30,6 +30,7 @@ from .common import (
     cancel_on_sigint,
     describe_segmenter,
     memory_logging,
+    positive_int,
     report_error,
 )
 from .options import HELP_FORMATTER, add_overlay_options
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help=f"output video ({', '.join(WRITER_CODECS)}); also names OUT.csv")
     parser.add_argument("--labels-dir", type=Path, default=None, metavar="DIR",
                         help="also write one labels PNG per segmented frame here")
-    parser.add_argument("--every", type=int, default=1, metavar="N",
+    parser.add_argument("--every", type=positive_int, default=1, metavar="N",
                         help="segment every Nth frame; the output then plays at fps/N")
     parser.add_argument("--csv", type=Path, default=None, metavar="PATH",
                         help="per-frame class fractions (default: OUT with .csv)")

@@ -102,3 +102,6 @@ def test_plot_memory_writes_svg_by_suffix_or_format_in_a_real_process(tmp_path: 
     assert done.returncode == 2 and "ends in .png but --format is svg" in done.stderr
     done = plot("--out", str(tmp_path / "x.jpg"))
     assert done.returncode == 2 and "x.jpg: cannot tell the chart type from .jpg" in done.stderr
+    done = plot("--out", str(tmp_path / "plain"))  # no suffix, no --format: a PNG, named so
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "plain.png").read_bytes().startswith(b"\x89PNG") and not (tmp_path / "plain").exists()

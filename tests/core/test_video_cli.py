@@ -77,3 +77,8 @@ def test_sigint_stops_after_the_current_frame_even_when_started_with_sigint_igno
     assert 3 <= done < 1500
     assert count_frames(out)[0] == done and len((tmp_path / "seg.csv").read_text().splitlines()) == 1 + done
     assert re.search(r"inference \d+ ms/frame median \(the first \d+ ms: warm-up\)", stdout), stdout
+
+
+def test_every_below_one_names_the_option(tmp_path: Path) -> None:
+    result = _leanseg("video", str(tmp_path / "in.mp4"), "--out", str(tmp_path / "o.mp4"), "--every", "0")
+    assert result.returncode == 2 and "argument --every: must be at least 1, got 0" in result.stderr
