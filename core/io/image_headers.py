@@ -1,4 +1,4 @@
-"""What a PNG, JPEG or BMP file declares before any pixel is decoded: its size, where its data ends,
+"""What a PNG, JPEG, BMP or WebP file declares before any pixel is decoded: its size, where its data ends,
 and (JPEG) its EXIF orientation.
 
 Walking the container's own structure (PNG chunks, JPEG segments) tells a truncated file from a
@@ -35,11 +35,13 @@ class Header:
 
 
 def read_header(kind: str, data: bytes) -> Header:
-    """The header of a 'png', 'jpeg' or 'bmp' file's bytes; HeaderError when it is cut short or broken."""
+    """The header of a 'png', 'jpeg', 'bmp' or 'webp' file's bytes; HeaderError when it is cut short or broken."""
     if kind == "png":
         return _png(data)
     if kind == "jpeg":
         return _jpeg(data)
+    if kind == "webp":
+        return _webp(data)
     return _bmp(data)
 
 
@@ -117,6 +119,26 @@ def _bmp(data: bytes) -> Header:
         width = abs(int.from_bytes(data[18:22], "little", signed=True))
         height = abs(int.from_bytes(data[22:26], "little", signed=True))
     return Header(height, width, declared or len(data))
+
+
+def _webp(data: bytes) -> Header:
+    """The RIFF container's declared size, and the size its first chunk gives (VP8, VP8L or VP8X)."""
+    if len(data) < 30:
+        raise HeaderError(f"truncated WebP ({len(data)} bytes, too short for its header)")
+    end = 8 + int.from_bytes(data[4:8], "little")
+    if end > len(data):
+        raise HeaderError(f"truncated WebP ({len(data)} of {end} bytes)")
+    chunk, width, height = data[12:16], None, None
+    if chunk == b"VP8 " and data[23:26] == b"\x9d\x01\x2a":  # lossy: key frame start code, then 14-bit sizes
+        width = int.from_bytes(data[26:28], "little") & 0x3FFF
+        height = int.from_bytes(data[28:30], "little") & 0x3FFF
+    elif chunk == b"VP8L" and data[20] == 0x2F:  # lossless: 14-bit width - 1, 14-bit height - 1
+        bits = int.from_bytes(data[21:25], "little")
+        width, height = (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    elif chunk == b"VP8X":  # extended: 24-bit canvas width - 1, height - 1
+        width = int.from_bytes(data[24:27], "little") + 1
+        height = int.from_bytes(data[27:30], "little") + 1
+    return Header(height, width, end)
 
 
 def apply_orientation(pixels: np.ndarray, orientation: int) -> np.ndarray:

@@ -10,7 +10,7 @@ import tifffile
 
 from .image_headers import EXIF_ROTATIONS, PNG_SIGNATURE, HeaderError, apply_orientation, read_header
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 DEFAULT_MAX_PIXELS = 1_000_000_000  # refuse larger images before decoding
 
 
@@ -64,7 +64,7 @@ _max_pixels = DEFAULT_MAX_PIXELS
 
 
 def read_image(path: str | Path, max_pixels: int | None = None) -> ImageData:
-    """Decode PNG, JPEG, BMP or TIFF; raise ImageReadError for anything unreadable.
+    """Decode PNG, JPEG, BMP, TIFF or WebP; raise ImageReadError for anything unreadable.
 
     Images above `max_pixels` (default: the process limit, `set_max_pixels`) are refused before
     decoding. A JPEG's EXIF orientation is applied, and `note` says so.
@@ -132,7 +132,7 @@ def _read_tiff(path: Path, limit: int) -> ImageData:
 def _read_with_opencv(path: Path, head: bytes, limit: int) -> ImageData:
     kind = _sniff(head)
     if kind is None:
-        raise ImageReadError(path, "not an image (unknown file signature); expected PNG, JPEG, BMP or TIFF")
+        raise ImageReadError(path, "not an image (unknown file signature); expected PNG, JPEG, BMP, TIFF or WebP")
     data = path.read_bytes()
     try:
         header = read_header(kind, data)
@@ -164,6 +164,8 @@ def _sniff(head: bytes) -> str | None:
         return "jpeg"
     if head.startswith(b"BM"):
         return "bmp"
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "webp"
     return None
 
 

@@ -27,6 +27,8 @@ def _write(path: Path, pixels: np.ndarray) -> Path:
         ("rgb.jpg", RNG.integers(0, 255, (20, 30, 3), dtype=np.uint8)),
         ("rgb.bmp", RNG.integers(0, 255, (20, 30, 3), dtype=np.uint8)),
         ("rgba.png", RNG.integers(0, 255, (20, 30, 4), dtype=np.uint8)),
+        ("rgb.webp", RNG.integers(0, 255, (20, 30, 3), dtype=np.uint8)),
+        ("rgba.webp", RNG.integers(0, 255, (20, 30, 4), dtype=np.uint8)),
         ("deep.png", RNG.integers(0, 65535, (20, 30, 3), dtype=np.uint16)),
         ("deep.tif", RNG.integers(0, 65535, (20, 30), dtype=np.uint16)),
         ("float.tif", RNG.random((20, 30)).astype(np.float32)),
@@ -41,11 +43,23 @@ def test_every_kind_reaches_the_model_as_rgb(tmp_path: Path, name: str, pixels: 
     assert to_rgb8(image).shape == (20, 30, 3)
 
 
-def test_png_colour_order_is_rgb(tmp_path: Path) -> None:
+@pytest.mark.parametrize("suffix", [".png", ".webp"])
+def test_colour_order_is_rgb(tmp_path: Path, suffix: str) -> None:
     bgr = np.zeros((4, 4, 3), np.uint8)
     bgr[..., 2] = 200  # red in OpenCV's BGR
-    image = read_image(_write(tmp_path / "red.png", bgr))
+    image = read_image(_write(tmp_path / f"red{suffix}", bgr))
     assert image.pixels[0, 0].tolist() == [200, 0, 0]
+
+
+def test_lossless_webp_reads_back_exactly_and_a_cut_one_says_truncated(tmp_path: Path) -> None:
+    pixels = RNG.integers(0, 255, (21, 35, 3), dtype=np.uint8)
+    path = tmp_path / "exact.webp"
+    assert cv2.imwrite(str(path), pixels, [cv2.IMWRITE_WEBP_QUALITY, 101])  # above 100: lossless
+    assert np.array_equal(read_image(path).pixels, pixels[..., ::-1])
+    cut = tmp_path / "cut.webp"
+    cut.write_bytes(path.read_bytes()[:-40])
+    with pytest.raises(ImageReadError, match=f"{cut}: truncated WebP"):
+        read_image(cut)
 
 
 def test_multipage_tiff_reads_first_page_and_says_so(tmp_path: Path) -> None:
@@ -76,7 +90,7 @@ def test_bad_inputs_raise_one_error_type(tmp_path: Path, name: str, content: obj
     assert str(path) in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["cut.png", "cut.jpg", "cut.tif"])
+@pytest.mark.parametrize("name", ["cut.png", "cut.jpg", "cut.tif", "cut.webp"])
 def test_truncated_files(tmp_path: Path, name: str) -> None:
     whole = _write(tmp_path / f"whole{Path(name).suffix}", RNG.integers(0, 255, (64, 64, 3), dtype=np.uint8))
     data = whole.read_bytes()
@@ -114,7 +128,7 @@ def test_planar_tiff_counts_pixels_not_planes(tmp_path: Path) -> None:
 
 
 def test_jpeg_and_bmp_sizes_are_checked_before_decoding(tmp_path: Path) -> None:
-    for name in ("big.jpg", "big.bmp"):
+    for name in ("big.jpg", "big.bmp", "big.webp"):
         path = _write(tmp_path / name, np.zeros((300, 200, 3), np.uint8))
         with pytest.raises(ImageReadError, match="200x300 = 60,000 pixels exceeds the limit of 59,999 pixels"):
             read_image(path, max_pixels=59_999)
