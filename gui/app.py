@@ -19,13 +19,15 @@ def leanseg_version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="leanseg-gui", description="leanseg desktop app.")
+    # `leanseg-gui`, or `leanseg gui` when started by that command (it names argv[0] so)
+    prog = Path(sys.argv[0]).name if sys.argv and not sys.argv[0].endswith(".py") else "leanseg-gui"
+    parser = argparse.ArgumentParser(prog=prog, description="leanseg desktop app.")
     parser.add_argument("--version", action="version", version=f"leanseg-gui {leanseg_version()}")
     parser.add_argument("path", nargs="?", type=Path, metavar="IMAGE|FOLDER|VIDEO", help="open this at start")
     parser.add_argument("--model", type=Path, help="model file (.safetensors, .pt2, .onnx, .leanseg); default: the "
                                                    "last one used, else the shipped CamVid model")
     parser.add_argument("--screenshot", type=Path, metavar="PNG",
-                        help="segment PATH, save a screenshot to PNG and exit: of the window once an image is "
+                        help="segment the IMAGE|FOLDER|VIDEO, save a screenshot to PNG and exit: of the window once an image is "
                              "segmented, of the batch dialog once a folder's first results are listed, of the video "
                              "panel once a video's first segmented frame is shown")
     parser.add_argument("--size", default="1440x900", metavar="WxH", help="window size for --screenshot")

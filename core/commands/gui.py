@@ -14,6 +14,7 @@ from importlib.metadata import entry_points
 from .common import CommandError, report_error
 
 GUI_SCRIPT = "leanseg-gui"
+PROG = "leanseg gui"  # the app's usage and --help name the command the user typed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +34,7 @@ def gui_command(args: list[str]) -> list[str]:
             "dependencies: pip install -e . (PySide6, pyqtgraph)"
         )
     module, _, func = entry.value.partition(":")
-    code = f"import sys; from {module} import {func} as main; sys.argv[0] = {GUI_SCRIPT!r}; sys.exit(main())"
+    code = f"import sys; from {module} import {func} as main; sys.argv[0] = {PROG!r}; sys.exit(main())"
     return [sys.executable, "-c", code, *args]
 
 

@@ -51,7 +51,7 @@ def test_leanseg_gui_help_is_the_apps_help_with_every_option():
     done = subprocess.run([sys.executable, "-m", "leanseg.core", "gui", "--help"], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("usage: leanseg-gui")
+    assert done.stdout.startswith("usage: leanseg gui [-h]")  # the command the user typed
     for option in ("--model", "--screenshot", "--size", "--settings"):
         assert option in done.stdout
 
