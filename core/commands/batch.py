@@ -17,7 +17,7 @@ from types import FrameType
 from ..cluster.ray_batch import RayOptions
 from ..events import JobEvent
 from ..jobs.batch import BatchSummary, run_batch
-from ..jobs.batch_plan import BatchSettings
+from ..jobs.batch_plan import BatchSettings, left_out_note, require_images
 from ..jobs.folder_lock import FolderLock
 from ..jobs.manifest import ManifestError
 from ..memory import format_bytes
@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = BatchSettings(args.in_dir, args.out, recursive=args.recursive, write_overlay=args.overlay,
                                  overlay_alpha=args.alpha, write_probs=args.probs, overwrite=args.overwrite)
+        require_images(settings)  # before the lock creates OUT_DIR and before the model loads
         ray_options = check_ray_arguments(args) if ray_requested(args) else None
         lock = FolderLock(settings.out_dir, on_note=lambda note: print(note, file=sys.stderr, flush=True))
         with lock:  # taken before the model is built, so a second run on this folder is refused at once
@@ -142,6 +143,8 @@ def _print_summary(summary: BatchSummary) -> None:
     peak = max((r.peak_bytes for r in ok), default=0)
     print(f"{summary.total} image(s): {len(ok)} segmented now, {summary.finished_before} finished before, "
           f"{len(summary.failed)} failed, {summary.remaining} left; {rate:.2f} img/s, peak {format_bytes(peak)}")
+    if summary.left_out:
+        print(left_out_note(summary.left_out))
     for record in summary.failed:
         print(f"failed: {record.error}", file=sys.stderr)
     print(f"outputs in {summary.settings.out_dir} ({summary.summary_path.name}, {summary.manifest_path.name})")

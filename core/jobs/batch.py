@@ -22,7 +22,7 @@ import torch
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event
 from ..predict import Segmentation, Segmenter
 from .batch_image import ReadInput, check_outputs_free, error_record, finish_image, read_input
-from .batch_plan import BatchPlan, BatchSettings, ImageTask, plan_batch, remove_stale_temp_files
+from .batch_plan import BatchPlan, BatchSettings, ImageTask, plan_batch, remove_stale_temp_files, require_images
 from .folder_lock import FolderLock
 from .manifest import MANIFEST_NAME, SUMMARY_NAME, ImageRecord, Manifest
 from .prefetch import BackgroundWriter, Prefetcher
@@ -33,6 +33,7 @@ class BatchSummary:
     settings: BatchSettings
     total: int = 0  # images found in the input folder
     finished_before: int = 0  # skipped: finished and intact from an earlier run
+    left_out: list[str] = field(default_factory=list)  # files in the input folder that are not images, not read
     records: list[ImageRecord] = field(default_factory=list)  # this run's images, in finishing order
     cancelled: bool = False  # stopped before every image was done
     seconds: float = 0.0  # wall time of this run
@@ -90,12 +91,14 @@ def run_batch(
 ) -> BatchSummary:
     """Segment every image in `settings.in_dir` not already finished in `settings.out_dir`.
 
-    Raises ManifestError if the output folder holds another model's results (unless overwrite), and
+    Raises ValueError if the input folder holds no image (before the output folder is created),
+    ManifestError if the output folder holds another model's results (unless overwrite), and
     FolderBusyError (a ManifestError) if another run is writing it. Bad inputs are recorded in
     summary.csv and skipped; the batch goes on.
     """
     if settings.write_probs and not segmenter.options.want_probs:
         raise ValueError("write_probs needs a Segmenter made with InferenceOptions(want_probs=True)")
+    require_images(settings)
     with FolderLock(settings.out_dir, on_note=partial(_warn, on_event)):
         return _run_batch(settings, segmenter, cancel, stop_after_current, on_event)
 
@@ -172,12 +175,13 @@ def open_batch(settings: BatchSettings, fingerprint: dict[str, Any], class_names
     plan = plan_batch(settings, manifest)
     for damage in plan.damaged:
         _warn(on_event, damage)
-    summary = BatchSummary(settings, total=plan.total, finished_before=len(plan.finished))
+    summary = BatchSummary(settings, total=plan.total, finished_before=len(plan.finished), left_out=plan.left_out)
     todo = len(plan.tasks)
     on_event(JobEvent(
         "start", f"{plan.total} image(s) in {settings.in_dir}: {todo} to segment, {len(plan.finished)} finished "
         f"before; {where}", count=todo,
-        data={"total": plan.total, "finished_before": [manifest.records[k].to_json() for k in plan.finished]},
+        data={"total": plan.total, "finished_before": [manifest.records[k].to_json() for k in plan.finished],
+              "left_out": plan.left_out},
     ))
     return manifest, plan, summary
 

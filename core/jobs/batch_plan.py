@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,22 +75,66 @@ class BatchPlan:
     finished: list[str]  # keys the manifest shows finished and intact: skipped
     total: int  # images found
     damaged: list[str] = field(default_factory=list)  # one line per finished image redone: output damaged
+    left_out: list[str] = field(default_factory=list)  # files in the input folder that are not images: not read
 
 
-def find_images(in_dir: Path, recursive: bool, suffixes: tuple[str, ...], exclude: Path | None = None) -> list[Path]:
-    """Image files in `in_dir` (sorted by relative path); hidden files/folders, `exclude` and sub-folders that
-    hold a batch manifest (leanseg's own earlier outputs) skipped."""
+@dataclass
+class InputFiles:
+    images: list[Path]  # files with an image suffix, sorted by path relative to the input folder
+    left_out: list[Path]  # other files (not hidden), same order: never read
+
+
+def find_inputs(in_dir: Path, recursive: bool, suffixes: tuple[str, ...], exclude: Path | None = None) -> InputFiles:
+    """Image files in `in_dir`, and the other files left out (both sorted by relative path); hidden files and
+    folders, `exclude` and sub-folders that hold a batch manifest (leanseg's own earlier outputs) skipped."""
+    images: list[Path] = []
+    left_out: list[Path] = []
+    for path, is_image in _walk_inputs(in_dir, recursive, suffixes, exclude):
+        (images if is_image else left_out).append(path)
+
+    def by_key(p: Path) -> str:
+        return p.relative_to(in_dir).as_posix()
+    return InputFiles(sorted(images, key=by_key), sorted(left_out, key=by_key))
+
+
+def require_images(settings: BatchSettings) -> None:
+    """Raise ValueError naming the folder, the suffixes looked for and what it holds instead, when the input
+    folder holds no image; cheap otherwise (the walk stops at the first image). Reads nothing, writes nothing."""
+    exclude = _excluded_output(settings)
+    walk = _walk_inputs(settings.in_dir, settings.recursive, settings.suffixes, exclude)
+    if any(is_image for _path, is_image in walk):
+        return
+    where = "or its sub-folders " if settings.recursive else ""
+    message = f"no images in {settings.in_dir} {where}(looked for {', '.join(settings.suffixes)})"
+    found = find_inputs(settings.in_dir, settings.recursive, settings.suffixes, exclude)
+    if found.left_out:
+        message += "; " + left_out_note([p.relative_to(settings.in_dir).as_posix() for p in found.left_out], "found")
+    if not settings.recursive and any(p.is_dir() and not p.name.startswith(".") for p in settings.in_dir.iterdir()):
+        message += "; pass --recursive to look in its sub-folders"
+    raise ValueError(message)
+
+
+def left_out_note(keys: list[str], verb: str = "left out", named: int = 5) -> str:
+    """'left out 2 files that are not images: c.webp, notes.txt' (the first `named` names, then a count)."""
+    names = ", ".join(keys[:named]) + (f" and {len(keys) - named} more" if len(keys) > named else "")
+    if len(keys) == 1:
+        return f"{verb} 1 file that is not an image: {names}"
+    return f"{verb} {len(keys)} files that are not images: {names}"
+
+
+def _walk_inputs(in_dir: Path, recursive: bool, suffixes: tuple[str, ...],
+                 exclude: Path | None) -> Iterator[tuple[Path, bool]]:
+    """(file, is an image by its suffix) for every file `find_inputs` considers, in no particular order."""
     wanted = {s.lower() for s in suffixes}
     excluded = exclude.resolve() if exclude is not None else None
-    found: list[Path] = []
     for folder, dirs, files in os.walk(in_dir):
         base = Path(folder)
         dirs[:] = sorted(d for d in dirs if recursive and not d.startswith(".")
                          and (excluded is None or (base / d).resolve() != excluded)
                          and not (base / d / MANIFEST_NAME).is_file())
-        found.extend(base / name for name in files
-                     if not name.startswith(".") and Path(name).suffix.lower() in wanted and (base / name).is_file())
-    return sorted(found, key=lambda p: p.relative_to(in_dir).as_posix())
+        for name in sorted(files):
+            if not name.startswith(".") and (base / name).is_file():
+                yield base / name, Path(name).suffix.lower() in wanted
 
 
 def plan_batch(settings: BatchSettings, manifest: Manifest) -> BatchPlan:
@@ -97,8 +142,8 @@ def plan_batch(settings: BatchSettings, manifest: Manifest) -> BatchPlan:
 
     Output names follow `io.output_names` (unique in the run, the same on every rerun); a finished
     image keeps the outputs its record names, and a task never takes a name recorded for another."""
-    exclude = settings.out_dir if _inside(settings.out_dir, settings.in_dir) else None
-    paths = find_images(settings.in_dir, settings.recursive, settings.suffixes, exclude)
+    found = find_inputs(settings.in_dir, settings.recursive, settings.suffixes, _excluded_output(settings))
+    paths = found.images
     kinds = settings.output_kinds
     keys = {path: path.relative_to(settings.in_dir).as_posix() for path in paths}
     stems = output_stems(keys.values())
@@ -125,7 +170,13 @@ def plan_batch(settings: BatchSettings, manifest: Manifest) -> BatchPlan:
         replaceable = frozenset(rel for rel in outputs.values() if settings.overwrite or manifest.owns(rel, key))
         forbidden = frozenset(rel for rel in outputs.values() if (settings.out_dir / rel).resolve() in inputs)
         tasks.append(ImageTask(path, key, settings.out_dir, outputs, replaceable, forbidden, settings.overlay_alpha))
-    return BatchPlan(tasks, finished, len(paths), damaged)
+    left_out = [path.relative_to(settings.in_dir).as_posix() for path in found.left_out]
+    return BatchPlan(tasks, finished, len(paths), damaged, left_out)
+
+
+def _excluded_output(settings: BatchSettings) -> Path | None:
+    """The output folder, when it lies inside the input folder: its files are never inputs."""
+    return settings.out_dir if _inside(settings.out_dir, settings.in_dir) else None
 
 
 def _resolved_inputs(paths: list[Path], settings: BatchSettings) -> set[Path]:

@@ -10,22 +10,18 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtCore import QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QDialog,
     QFileDialog,
     QGridLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -33,13 +29,12 @@ from PySide6.QtWidgets import (
 from leanseg.core.assets import default_model_path
 from leanseg.core.events import JobEvent
 from leanseg.core.jobs.batch import BatchSummary
-from leanseg.core.jobs.batch_plan import BatchSettings
+from leanseg.core.jobs.batch_plan import BatchSettings, left_out_note
 from leanseg.core.jobs.manifest import MANIFEST_NAME, ImageRecord
 from leanseg.core.predict import InferenceOptions
 
+from .results_table import ResultsTable
 from .runner import BatchRequest, BatchThread
-
-COLUMNS = ("File", "Size", "Seconds", "Status", "Message")
 
 
 def default_output_folder(in_dir: Path) -> Path:
@@ -63,7 +58,6 @@ class BatchDialog(QDialog):
         self.running = False
         self.summary: BatchSummary | None = None
         self._thread: BatchThread | None = None
-        self._rows: dict[str, int] = {}  # source (relative path) -> table row
         self._started_at = 0.0
         self._done = 0
         self._todo = 0
@@ -86,6 +80,7 @@ class BatchDialog(QDialog):
         in_browse.clicked.connect(lambda: self._choose_folder(self.in_edit, "Input folder"))
         out_browse.clicked.connect(lambda: self._choose_folder(self.out_edit, "Output folder"))
         self.in_edit.textEdited.connect(self._on_input_edited)
+        self.in_edit.textChanged.connect(self._refresh)
         self.out_edit.textChanged.connect(self._refresh)
         folders = QGridLayout()
         for row, (label, edit, browse) in enumerate((("Input folder", self.in_edit, in_browse),
@@ -98,9 +93,9 @@ class BatchDialog(QDialog):
         self.overlay.setChecked(True)
         self.probs = QCheckBox("Write probabilities (.npy)")
         self.overwrite = QCheckBox("Redo everything (replace outputs)")
-        self.overwrite.toggled.connect(self._refresh)
         options = QHBoxLayout()
         for box in (self.recursive, self.overlay, self.probs, self.overwrite):
+            box.toggled.connect(self._refresh)
             options.addWidget(box)
         options.addStretch(1)
         self.model_label = QLabel()
@@ -108,15 +103,9 @@ class BatchDialog(QDialog):
         self.progress.setFormat("%v of %m")
         self.status = QLabel("Choose a folder and press Start.")
         self.status.setWordWrap(True)
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.verticalHeader().hide()
-        self.table.horizontalHeader().setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
+        self.table = ResultsTable()
         self.table.cellActivated.connect(self.open_row)
         self.table.cellDoubleClicked.connect(self.open_row)
-        self.table.setToolTip("Double-click a row to show the image with its labels in the viewer")
         self.start_button = QPushButton("Start")
         self.start_button.clicked.connect(self.start)
         self.cancel_button = QPushButton("Cancel")
@@ -177,8 +166,7 @@ class BatchDialog(QDialog):
             return
         options = replace(self.options, want_probs=settings.write_probs)
         thread = self.batch_thread
-        self.table.setRowCount(0)
-        self._rows.clear()
+        self.table.clear_results()
         self.summary = None
         self.running = True
         self.status.setText(f"Starting: loading {model.name}…")
@@ -203,10 +191,9 @@ class BatchDialog(QDialog):
 
     def open_row(self, row: int, column: int = 0) -> None:
         """Show row `row`'s image with its labels in the main viewer (via `open_result`)."""
-        item = self.table.item(row, 0)
-        paths = item.data(Qt.ItemDataRole.UserRole) if item is not None else None
-        if paths is not None and Path(paths[1]).is_file():
-            self.open_result.emit(Path(paths[0]), Path(paths[1]))
+        paths = self.table.result_paths(row)
+        if paths is not None and paths[1].is_file():
+            self.open_result.emit(*paths)
 
     def open_output_folder(self) -> None:
         folder = Path(self.out_edit.text().strip())
@@ -240,6 +227,9 @@ class BatchDialog(QDialog):
         else:
             text = (f"Done: {len(summary.ok)} segmented in {summary.seconds:.1f} s, "
                     f"{summary.finished_before} finished before{failed}.")
+        if summary.left_out:
+            note = left_out_note(summary.left_out)
+            text += f" {note[0].upper()}{note[1:]}."
         self.status.setText(text)
         self._refresh()
         self.batch_finished.emit(summary)
@@ -260,18 +250,7 @@ class BatchDialog(QDialog):
         return f"{self._done} of {self._todo} · {name} · {rate:.2f} images/s · {eta}"
 
     def _add_record(self, record: ImageRecord, status: str) -> None:
-        row = self._rows.get(record.source)
-        if row is None:
-            row = self._rows[record.source] = self.table.rowCount()
-            self.table.insertRow(row)
-        size = f"{record.width} × {record.height}" if record.width else ""
-        seconds = f"{record.seconds:.2f}" if record.status == "ok" else ""
-        for column, text in enumerate((record.source, size, seconds, status, record.error)):
-            self.table.setItem(row, column, QTableWidgetItem(text))
-        if record.status == "ok" and "labels" in record.outputs:
-            settings_in, settings_out = Path(self.in_edit.text().strip()), Path(self.out_edit.text().strip())
-            paths = (str(settings_in / record.source), str(settings_out / record.outputs["labels"].path))
-            self.table.item(row, 0).setData(Qt.ItemDataRole.UserRole, paths)
+        self.table.add_record(record, status, Path(self.in_edit.text().strip()), Path(self.out_edit.text().strip()))
 
     # -- state ----------------------------------------------------------------------------------------------
     def _on_input_edited(self, text: str) -> None:
@@ -288,13 +267,37 @@ class BatchDialog(QDialog):
     def _refresh(self) -> None:
         out = Path(self.out_edit.text().strip()) if self.out_edit.text().strip() else None
         resumable = out is not None and (out / MANIFEST_NAME).is_file()
-        self.start_button.setText("Start over" if self.overwrite.isChecked() and resumable
-                                  else "Resume" if resumable else "Start")
+        complete = self._last_run_complete()
+        if self.overwrite.isChecked() and resumable:
+            text, tip = "Start over", "Redo every image and replace its outputs"
+        elif complete is not None and complete.failed:
+            text, tip = "Retry failed", f"Try the {len(complete.failed)} failed image(s) again; the rest are done"
+        elif complete is not None:
+            text, tip = "Run again", ("Every image is done; a new run segments only images added or changed "
+                                      "since (tick Redo everything to replace all outputs)")
+        elif resumable:
+            text, tip = "Resume", "Go on where the last run stopped; finished images are skipped"
+        else:
+            text, tip = "Start", "Segment every image in the input folder"
+        self.start_button.setText(text)
+        self.start_button.setToolTip(tip)
         self.start_button.setEnabled(not self.running)
         self.cancel_button.setEnabled(self.running)
         self.open_output_button.setEnabled(out is not None and out.is_dir())
         for widget in (self.in_edit, self.out_edit, self.recursive, self.overlay, self.probs, self.overwrite):
             widget.setEnabled(not self.running)
+
+    def _last_run_complete(self) -> BatchSummary | None:
+        """The last run's summary if it went through every image of the batch the widgets describe now."""
+        summary = self.summary
+        if summary is None or summary.cancelled or summary.remaining or self.running:
+            return None
+        settings = summary.settings
+        shown = (self.in_edit.text().strip(), self.out_edit.text().strip(), self.recursive.isChecked(),
+                 self.overlay.isChecked(), self.probs.isChecked())
+        ran = (str(settings.in_dir), str(settings.out_dir), settings.recursive, settings.write_overlay,
+               settings.write_probs)
+        return summary if shown == ran else None
 
     def _shutdown(self) -> None:
         if self._thread is not None:

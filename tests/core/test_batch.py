@@ -15,7 +15,7 @@ from leanseg.core.events import JobEvent
 from leanseg.core.io.images import read_image
 from leanseg.core.jobs.batch import model_fingerprint, run_batch
 from leanseg.core.jobs.batch_image import process_image
-from leanseg.core.jobs.batch_plan import BatchSettings, plan_batch
+from leanseg.core.jobs.batch_plan import BatchSettings, left_out_note, plan_batch
 from leanseg.core.jobs.manifest import Manifest, ManifestError
 from leanseg.core.model.checkpoint import load_checkpoint
 from leanseg.core.predict import InferenceOptions, Segmenter
@@ -243,3 +243,36 @@ def test_per_image_steps_run_elsewhere_match_run_batch_and_resume(tmp_path: Path
         assert (tmp_path / "remote" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
     again = run_batch(settings, segmenter)
     assert again.finished_before == 3 and [r.source for r in again.records] == ["bad.png"]
+
+
+def test_an_input_folder_without_images_is_refused_and_nothing_is_created(tmp_path: Path,
+                                                                          tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "readme.md").write_text("no images here")
+    _write_images(inputs / "day", 1)  # only with recursive
+    out = tmp_path / "out"
+    segmenter = _segmenter(tiny_checkpoint)
+    with pytest.raises(ValueError, match=r"no images in .*\(looked for \.png.*found 1 file that is not an image: "
+                                         r"readme\.md; pass --recursive"):
+        run_batch(BatchSettings(inputs, out), segmenter)
+    assert not out.exists()
+    summary = run_batch(BatchSettings(inputs, out, recursive=True), segmenter)
+    assert summary.all_ok and summary.total == 1 and summary.left_out == ["readme.md"]
+
+
+def test_files_that_are_not_images_are_left_out_and_listed(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    _write_images(inputs, 1)
+    for name in ("notes.txt", "clip.mp4", "scan.PDF", ".DS_Store"):
+        (inputs / name).write_text("x")
+    events: list[JobEvent] = []
+    summary = run_batch(BatchSettings(inputs, tmp_path / "out"), _segmenter(tiny_checkpoint), on_event=events.append)
+    assert summary.all_ok and summary.total == 1
+    assert summary.left_out == ["clip.mp4", "notes.txt", "scan.PDF"]  # hidden files are not counted
+    assert events[0].kind == "start" and events[0].data["left_out"] == summary.left_out
+    assert left_out_note(summary.left_out) == "left out 3 files that are not images: clip.mp4, notes.txt, scan.PDF"
+    many = [f"f{i}.txt" for i in range(8)]
+    assert left_out_note(many) == "left out 8 files that are not images: f0.txt, f1.txt, f2.txt, f3.txt, f4.txt " \
+                                  "and 3 more"
+

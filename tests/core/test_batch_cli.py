@@ -34,3 +34,32 @@ def test_a_failed_file_exits_1_and_memory_log_is_written(tmp_path: Path, tiny_ch
     assert "bad.jpg" in result.stderr and "not an image" in result.stderr
     assert log.read_text().startswith("time_s,allocated_bytes,") and log.with_suffix(".json").is_file()
     assert (tmp_path / "out" / "good_labels.png").exists()
+
+
+def test_a_folder_without_images_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "notes.txt").write_text("not an image")
+    (inputs / "day").mkdir()
+    out = tmp_path / "out"
+    result = _leanseg(str(inputs), "--out", str(out), "--model", str(tmp_path / "no-such-model.safetensors"))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"no images in {inputs} (looked for .png, .jpg" in lines[0]
+    assert "found 1 file that is not an image: notes.txt" in lines[0] and "--recursive" in lines[0]
+    assert not out.exists()  # nothing created
+
+
+def test_files_that_are_not_images_are_counted_and_named(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    cv2.imwrite(str(inputs / "p0.png"), np.zeros((32, 48, 3), np.uint8))
+    (inputs / "notes.txt").write_text("not an image")
+    (inputs / "clip.mp4").write_bytes(b"not an image either")
+    (inputs / ".hidden").write_text("never mentioned")
+    result = _leanseg(str(inputs), "--out", str(tmp_path / "out"), "--model", str(tiny_checkpoint), "--device", "cpu",
+                      "--engine", "eager", "--threads", "1")
+    assert result.returncode == 0, result.stderr
+    assert "1 image(s): 1 segmented now" in result.stdout
+    assert "left out 2 files that are not images: clip.mp4, notes.txt\n" in result.stdout
+

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QHeaderView
 
 from leanseg.core.predict import InferenceOptions
 from leanseg.gui.batch.dialog import BatchDialog, default_output_folder
+from leanseg.gui.batch.results_table import COLUMNS
 
 from .conftest import JOB_TIMEOUT_MS, write_image
 
@@ -63,7 +65,33 @@ def test_a_batch_runs_fills_the_table_and_reports_bad_files(qtbot, gui_tiny_chec
     assert labels.shape == (48, 64)
     assert (default_output_folder(image_folder) / "p3_overlay.png").is_file()
     assert {"start", "image", "error", "done"} <= {e.kind for e in events}
-    assert dialog.start_button.text() == "Resume" and dialog.start_button.isEnabled()
+    assert dialog.start_button.text() == "Retry failed" and dialog.start_button.isEnabled()  # all else is done
+
+
+def test_once_all_is_done_nothing_says_resume_and_names_are_shown_whole(qtbot, gui_tiny_checkpoint,
+                                                                       image_folder) -> None:
+    long_name = "camvid_0016E5_07959_with_a_long_name.png"
+    write_image(image_folder / long_name, 48, 64, seed=9)
+    (image_folder / "notes.txt").write_text("not an image")
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as blocker:
+        dialog.start()
+    assert blocker.args[0].all_ok and blocker.args[0].left_out == ["notes.txt"]
+    assert "Left out 1 file that is not an image: notes.txt." in dialog.status.text()
+    assert dialog.start_button.text() == "Run again" and "added or changed" in dialog.start_button.toolTip()
+    dialog.probs.setChecked(True)  # another batch than the one that ran
+    assert dialog.start_button.text() == "Resume"
+    dialog.probs.setChecked(False)
+    assert dialog.start_button.text() == "Run again"
+    dialog.overwrite.setChecked(True)
+    assert dialog.start_button.text() == "Start over"
+
+    name_width = dialog.table.fontMetrics().horizontalAdvance(long_name)
+    qtbot.waitUntil(lambda: dialog.table.columnWidth(0) > name_width, timeout=5_000)
+    header = dialog.table.horizontalHeader()
+    last = len(COLUMNS) - 1
+    assert COLUMNS[last] == "Message" and header.sectionResizeMode(last) == QHeaderView.ResizeMode.Stretch
+    assert header.visualIndex(last) == last
 
 
 def test_cancel_then_resume_finishes_without_redoing(qtbot, gui_tiny_checkpoint, image_folder) -> None:
