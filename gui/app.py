@@ -28,8 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "last one used, else the shipped CamVid model")
     parser.add_argument("--screenshot", type=Path, metavar="PNG",
                         help="segment the IMAGE|FOLDER|VIDEO, save a screenshot to PNG and exit: of the window "
-                             "once an image is segmented, of the batch dialog once a folder's first results are listed, of the video "
-                             "panel once a video's first segmented frame is shown")
+                             "once an image is segmented, of the batch dialog once a folder's first results are "
+                             "listed, of the video panel once a video's first segmented frame is shown")
     parser.add_argument("--size", default="1440x900", metavar="WxH", help="window size for --screenshot")
     parser.add_argument("--settings", type=Path, metavar="INI",
                         help="keep settings in this INI file instead of the user's settings")

@@ -114,7 +114,8 @@ def test_the_same_file_named_twice_is_segmented_once(
     assert result.returncode == 0, result.stderr
     assert "1 of 1 image(s) segmented" in result.stdout and "[1/1]" in result.stdout
     assert "tile 1/1" not in result.stdout  # a whole image is one pass: no tile lines
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["input_labels.png", "input_overlay.png"]
+    written = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert written == ["input_labels.png", "input_overlay.png"]
 
 
 def test_nothing_segmented_says_nothing_was_written(tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path) -> None:
