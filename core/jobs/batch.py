@@ -169,7 +169,9 @@ def open_batch(settings: BatchSettings, fingerprint: dict[str, Any], class_names
 
     Shared by the local batch and the Ray batch (each holds the folder's lock around it); `where` ends
     the start message ("on cpu", "on Ray"). Each damaged output found is a warning, and its image is redone.
+    The manifest records the output options beside the model's fingerprint: a resume with others is refused.
     """
+    fingerprint = {**fingerprint, "outputs": settings.output_options}
     manifest = Manifest.open(settings.out_dir, fingerprint, class_names, fresh=settings.overwrite)
     remove_stale_temp_files(settings.out_dir)
     plan = plan_batch(settings, manifest)

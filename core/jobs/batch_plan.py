@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..io.images import IMAGE_SUFFIXES
 from ..io.output_names import OUTPUT_SUFFIXES, output_file_name, output_stems, stem_at_level
@@ -46,6 +47,14 @@ class BatchSettings:
     @property
     def output_kinds(self) -> tuple[str, ...]:
         return ("labels",) + (("overlay",) if self.write_overlay else ()) + (("probs",) if self.write_probs else ())
+
+    @property
+    def output_options(self) -> dict[str, Any]:
+        """The outputs as the manifest records them (kinds, overlay alpha): resuming with others is refused."""
+        options: dict[str, Any] = {"kinds": list(self.output_kinds)}
+        if self.write_overlay:
+            options["overlay_alpha"] = self.overlay_alpha
+        return options
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ class Manifest:
 
     def __init__(self, out_dir: Path, fingerprint: dict[str, Any], class_names: tuple[str, ...]) -> None:
         self.out_dir = out_dir
-        self.fingerprint = fingerprint  # what made the outputs: model (file name, sha256), precision, mirror
+        self.fingerprint = fingerprint  # what made the outputs: model (name, sha256), precision, mirror, outputs
         self.class_names = class_names
         self.records: dict[str, ImageRecord] = {}
         self.pending: dict[str, list[str]] = {}  # source -> outputs being written right now
@@ -205,9 +205,11 @@ def summary_csv(records: dict[str, ImageRecord], class_names: tuple[str, ...]) -
 
 def _same_results(old: Any, new: dict[str, Any]) -> bool:
     """Same weights, precision and mirror averaging make the same labels; the model's file name may differ.
-    A manifest from before mirror averaging existed ran without it."""
+    Same output options (kinds, overlay alpha) make the same files. A manifest from before mirror averaging
+    existed ran without it; one from before output options were recorded is taken as made with these."""
     return (isinstance(old, dict) and all(old.get(key) == new.get(key) for key in ("sha256", "precision"))
-            and old.get("mirror", "off") == new.get("mirror", "off"))
+            and old.get("mirror", "off") == new.get("mirror", "off")
+            and old.get("outputs", new.get("outputs")) == new.get("outputs"))
 
 
 def _describe(fingerprint: Any, other: Any = None) -> str:
@@ -216,10 +218,22 @@ def _describe(fingerprint: Any, other: Any = None) -> str:
         return "an unknown model"
     parts = {"model": f"model {fingerprint.get('model', '?')} (sha256 {str(fingerprint.get('sha256', '?'))[:12]})",
              "precision": f"precision {fingerprint.get('precision', '?')}",
-             "mirror": f"mirror {fingerprint.get('mirror', 'off')}"}
+             "mirror": f"mirror {fingerprint.get('mirror', 'off')}",
+             "outputs": _describe_outputs(fingerprint.get("outputs"))}
     if isinstance(other, dict):
         same = {"model": fingerprint.get("sha256") == other.get("sha256"),
                 "precision": fingerprint.get("precision") == other.get("precision"),
-                "mirror": fingerprint.get("mirror", "off") == other.get("mirror", "off")}
+                "mirror": fingerprint.get("mirror", "off") == other.get("mirror", "off"),
+                "outputs": fingerprint.get("outputs", other.get("outputs")) == other.get("outputs")}
         parts = {key: text for key, text in parts.items() if not same[key]} or parts
     return ", ".join(parts.values())
+
+
+def _describe_outputs(outputs: Any) -> str:
+    """'outputs labels, overlay (--alpha 0.5), probs' from a fingerprint's output options."""
+    if not isinstance(outputs, dict):
+        return "outputs unknown"
+    kinds = [str(kind) for kind in outputs.get("kinds", [])]
+    if "overlay" in kinds:
+        kinds[kinds.index("overlay")] = f"overlay (--alpha {outputs.get('overlay_alpha', '?')})"
+    return "outputs " + ", ".join(kinds)

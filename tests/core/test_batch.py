@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -276,3 +277,24 @@ def test_files_that_are_not_images_are_left_out_and_listed(tmp_path: Path, tiny_
     assert left_out_note(many) == "left out 8 files that are not images: f0.txt, f1.txt, f2.txt, f3.txt, f4.txt " \
                                   "and 3 more"
 
+
+def test_resume_with_other_output_options_is_refused(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    _write_images(inputs, 2)
+    out = tmp_path / "out"
+    segmenter = _segmenter(tiny_checkpoint, want_probs=True)
+    assert run_batch(BatchSettings(inputs, out, write_overlay=True), segmenter).all_ok
+    for settings, made in ((BatchSettings(inputs, out, write_overlay=True, overlay_alpha=0.8), "(--alpha 0.8)"),
+                           (BatchSettings(inputs, out, write_overlay=True, write_probs=True), "(--alpha 0.5), probs"),
+                           (BatchSettings(inputs, out), "not outputs labels;")):
+        with pytest.raises(ManifestError, match=re.escape(made)):
+            run_batch(settings, segmenter)
+    same = run_batch(BatchSettings(inputs, out, write_overlay=True), segmenter)
+    assert same.all_ok and same.finished_before == 2
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["fingerprint"]["outputs"] == {"kinds": ["labels", "overlay"], "overlay_alpha": 0.5}
+    del manifest["fingerprint"]["outputs"]  # a manifest written before output options were recorded
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    older = run_batch(BatchSettings(inputs, out, write_overlay=True), segmenter)
+    assert older.all_ok and older.finished_before == 2

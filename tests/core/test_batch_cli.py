@@ -63,3 +63,29 @@ def test_files_that_are_not_images_are_counted_and_named(tmp_path: Path, tiny_ch
     assert "1 image(s): 1 segmented now" in result.stdout
     assert "left out 2 files that are not images: clip.mp4, notes.txt\n" in result.stdout
 
+
+def test_resume_with_other_output_options_is_refused_and_says_which(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for i in range(2):
+        cv2.imwrite(str(inputs / f"p{i}.png"), np.full((32, 48, 3), 40 * i, np.uint8))
+    out = tmp_path / "out"
+    common = ["--model", str(tiny_checkpoint), "--device", "cpu", "--engine", "eager", "--threads", "1"]
+    first = _leanseg(str(inputs), "--out", str(out), *common)
+    assert first.returncode == 0 and "2 segmented now" in first.stdout, first.stderr
+    overlay = (out / "p1_overlay.png").read_bytes()
+
+    for option, asked in ((["--alpha", "0.9"], "not outputs labels, overlay (--alpha 0.9);"),
+                          (["--probs"], "not outputs labels, overlay (--alpha 0.5), probs;"),
+                          (["--no-overlay"], "not outputs labels;")):
+        refused = _leanseg(str(inputs), "--out", str(out), *common, *option)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "holds results made with outputs labels, overlay (--alpha 0.5), " + asked in refused.stderr
+        assert "pass --overwrite to redo them" in refused.stderr
+    assert (out / "p1_overlay.png").read_bytes() == overlay and not (out / "p1_probs.npy").exists()
+
+    redone = _leanseg(str(inputs), "--out", str(out), "--alpha", "0.9", "--overwrite", *common)
+    assert redone.returncode == 0 and "2 segmented now" in redone.stdout, redone.stderr
+    assert (out / "p1_overlay.png").read_bytes() != overlay
+    again = _leanseg(str(inputs), "--out", str(out), "--alpha", "0.9", *common)
+    assert again.returncode == 0 and "0 segmented now, 2 finished before" in again.stdout, again.stderr
