@@ -98,13 +98,22 @@ def inference_options(args: argparse.Namespace, want_probs: bool = False) -> Inf
     )
 
 
+LOADING_NOTE_AFTER_S = 1.0  # a model load that takes longer says so on a terminal's stderr
+
+
 def build_segmenter(args: argparse.Namespace, want_probs: bool = False) -> Segmenter:
     """Set --threads, load --model and build its Segmenter; CommandError for a bad model or option."""
     if args.threads:
         torch.set_num_threads(args.threads)
     set_max_pixels(getattr(args, "max_pixels", DEFAULT_MAX_PIXELS))
-    print(f"loading model {args.model or default_model_path()}…", file=sys.stderr, flush=True)  # .pt2: seconds
-    loaded = load_model(args.model)
+    name = args.model or default_model_path()
+    slow = threading.Timer(LOADING_NOTE_AFTER_S, lambda: print(f"loading model {name}…", file=sys.stderr, flush=True))
+    if sys.stderr.isatty():  # a person waits: a .pt2 or .onnx takes seconds to open; a quick load says nothing
+        slow.start()
+    try:
+        loaded = load_model(args.model)
+    finally:
+        slow.cancel()
     try:
         segmenter = Segmenter(loaded, inference_options(args, want_probs))
         check_budget(segmenter, "logits" if want_probs else "labels")  # a budget below the smallest tile
