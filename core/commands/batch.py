@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = BatchSettings(args.in_dir, args.out, recursive=args.recursive, write_overlay=args.overlay,
                                  overlay_alpha=args.alpha, write_probs=args.probs, overwrite=args.overwrite)
-        require_images(settings)  # before the lock creates OUT_DIR and before the model loads
         ray_options = check_ray_arguments(args) if ray_requested(args) else None
+        require_images(settings)  # before the lock creates OUT_DIR and before the model loads
         lock = FolderLock(settings.out_dir, on_note=lambda note: print(note, file=sys.stderr, flush=True))
         with lock:  # taken before the model is built, so a second run on this folder is refused at once
             return _run_locked(args, settings, ray_options)
