@@ -26,7 +26,7 @@ from .plan import Plan
 from .recompute import recompute_image_convs
 from .residual import ResidualConv, fuse_residual_convs
 from .schedule import full_size_term_first, run_consumers_early
-from .shapes import input_channels, sizes_to_scales
+from .shapes import input_channels, sizes_to_scales, warm_meta_kernels
 from .size_arith import fold_size_arithmetic
 from .stem import band_image_stem
 from .transposed import TransposedConvAct, fuse_transposed_convs
@@ -55,6 +55,7 @@ def compile(model: nn.Module, *, device: torch.device | str, dtype: torch.dtype 
     if memory_budget is not None and memory_budget <= 0:
         raise ValueError(f"memory_budget must be positive bytes, got {memory_budget}")
     device = torch.device(device)
+    warm_meta_kernels()  # else the first image pays torch's one-time imports for shape-only runs (2 s here)
     try:
         graph_module = capture(model)
     except CaptureError as err:

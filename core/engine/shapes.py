@@ -140,3 +140,13 @@ def sizes_to_scales(graph_module: fx.GraphModule, in_channels: int) -> int:
     graph_module.graph.eliminate_dead_code()
     graph_module.recompile()
     return changed
+
+
+def warm_meta_kernels() -> None:
+    """Run a convolution and a concatenation on meta tensors once.
+
+    Plan.estimate_peak runs the plan on meta tensors (shapes only); torch's meta kernels import its
+    symbolic-shape and dynamo machinery on first use, about two seconds on two cores. Called with the model
+    load, so that cost is not billed to the first image."""
+    x = torch.empty((1, 1, 4, 4), device="meta")
+    torch.cat([F.conv2d(x, torch.empty((1, 1, 3, 3), device="meta"), padding=1), x], dim=1)
