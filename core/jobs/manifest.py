@@ -26,6 +26,7 @@ MANIFEST_NAME = "manifest.json"
 JOURNAL_NAME = "manifest.journal.jsonl"
 SUMMARY_NAME = "summary.csv"
 FORMAT = "leanseg-batch-manifest/1"
+OVERWRITE_HINT = "pass --overwrite"  # how a refusal says to start over (the app says it in its own words)
 SNAPSHOT_EVERY_S = 5.0  # fold the journal into manifest.json at most this often (and at the end)
 
 
@@ -65,12 +66,12 @@ class Manifest:
                 data = json.loads(path.read_text(encoding="utf-8"))
                 records, pending, owned = _parse_snapshot(data)
             except (ValueError, KeyError, TypeError) as err:
-                raise ManifestError(f"{path}: not a readable batch manifest ({err}); pass --overwrite to start "
+                raise ManifestError(f"{path}: not a readable batch manifest ({err}); {OVERWRITE_HINT} to start "
                                     "this folder over, or choose another output folder") from err
             if not _same_results(data.get("fingerprint"), self.fingerprint):
                 raise ManifestError(
                     f"{self.out_dir} holds results made with {_describe(data.get('fingerprint'), self.fingerprint)}, "
-                    f"not {_describe(self.fingerprint, data.get('fingerprint'))}; pass --overwrite to redo them, or "
+                    f"not {_describe(self.fingerprint, data.get('fingerprint'))}; {OVERWRITE_HINT} to redo them, or "
                     "choose another output folder"
                 )
             self.records, self.pending = records, pending

@@ -6,6 +6,7 @@ for the main window to show the image with its overlay.
 """
 from __future__ import annotations
 
+import html
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +31,7 @@ from leanseg.core.assets import default_model_path
 from leanseg.core.events import JobEvent
 from leanseg.core.jobs.batch import BatchSummary
 from leanseg.core.jobs.batch_plan import BatchSettings, left_out_note
-from leanseg.core.jobs.manifest import MANIFEST_NAME, ImageRecord
+from leanseg.core.jobs.manifest import MANIFEST_NAME, OVERWRITE_HINT, ImageRecord
 from leanseg.core.predict import InferenceOptions
 
 from .results_table import ResultsTable
@@ -240,7 +241,8 @@ class BatchDialog(QDialog):
         self._refresh()
 
     def _show_failure(self, message: str) -> None:
-        self.status.setText(f"<span style='color:#e06c5a'>{message}</span>")
+        message = message.replace(OVERWRITE_HINT, "tick Redo everything")  # the CLI's option is this checkbox here
+        self.status.setText(f"<span style='color:#e06c5a'>{html.escape(message)}</span>")
         self.batch_failed.emit(message)
 
     def _progress_text(self, name: str) -> str:

@@ -204,3 +204,22 @@ def test_main_window_folder_to_batch_to_viewer(qtbot, make_window, gui_tiny_chec
     np.testing.assert_array_equal(window.viewer.overlay_item.image, saved)
     assert window.image.path == image_folder / "p1.png"
     dialog.close()
+
+
+def test_a_refused_resume_says_what_to_tick_not_the_cli_option(qtbot, gui_tiny_checkpoint, image_folder) -> None:
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS):
+        dialog.start()
+    dialog.probs.setChecked(True)  # the folder holds results without probabilities
+    failures = []
+    dialog.batch_failed.connect(failures.append)
+    dialog.start()
+    qtbot.waitUntil(lambda: bool(failures) and not dialog.running, timeout=JOB_TIMEOUT_MS)
+    text = dialog.status.text()
+    assert "tick Redo everything to redo them" in text and "--overwrite" not in text, text
+    dialog.overwrite.setChecked(True)
+    assert dialog.start_button.text() == "Start over"
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as blocker:
+        dialog.start()
+    assert blocker.args[0].all_ok
+    assert (default_output_folder(image_folder) / "p0_probs.npy").is_file()
