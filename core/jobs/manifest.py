@@ -204,6 +204,17 @@ def summary_csv(records: dict[str, ImageRecord], class_names: tuple[str, ...]) -
     return buffer.getvalue()
 
 
+def recorded_outputs(out_dir: Path) -> dict[str, Any] | None:
+    """The output options (kinds, overlay alpha) the batch results in `out_dir` were made with; None when the
+    folder holds no readable manifest or one from before they were recorded."""
+    try:
+        fingerprint = json.loads((out_dir / MANIFEST_NAME).read_text(encoding="utf-8")).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return None
+    outputs = fingerprint.get("outputs") if isinstance(fingerprint, dict) else None
+    return outputs if isinstance(outputs, dict) else None
+
+
 def _same_results(old: Any, new: dict[str, Any]) -> bool:
     """Same weights, precision and mirror averaging make the same labels; the model's file name may differ.
     Same output options (kinds, overlay alpha) make the same files. A manifest from before mirror averaging

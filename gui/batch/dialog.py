@@ -31,7 +31,7 @@ from leanseg.core.assets import default_model_path
 from leanseg.core.events import JobEvent
 from leanseg.core.jobs.batch import BatchSummary
 from leanseg.core.jobs.batch_plan import BatchSettings, left_out_note
-from leanseg.core.jobs.manifest import MANIFEST_NAME, OVERWRITE_HINT, ImageRecord
+from leanseg.core.jobs.manifest import MANIFEST_NAME, OVERWRITE_HINT, ImageRecord, recorded_outputs
 from leanseg.core.predict import InferenceOptions
 
 from .results_table import ResultsTable
@@ -160,6 +160,8 @@ class BatchDialog(QDialog):
         model = self.model_path or (default_model_path() if default_model_path().is_file() else None)
         try:
             settings = self.settings()
+            if self._outputs_differ():  # the button says Start over: other outputs cannot resume these
+                settings = replace(settings, overwrite=True)
             if model is None:
                 raise ValueError("No model is loaded: open a model file first (File > Open model).")
         except ValueError as err:
@@ -272,6 +274,9 @@ class BatchDialog(QDialog):
         complete = self._last_run_complete()
         if self.overwrite.isChecked() and resumable:
             text, tip = "Start over", "Redo every image and replace its outputs"
+        elif resumable and self._outputs_differ():
+            text, tip = "Start over", ("The output folder holds results made with other outputs (overlay or "
+                                       "probabilities); this redoes every image and replaces them")
         elif complete is not None and complete.failed:
             text, tip = "Retry failed", f"Try the {len(complete.failed)} failed image(s) again; the rest are done"
         elif complete is not None:
@@ -288,6 +293,15 @@ class BatchDialog(QDialog):
         self.open_output_button.setEnabled(out is not None and out.is_dir())
         for widget in (self.in_edit, self.out_edit, self.recursive, self.overlay, self.probs, self.overwrite):
             widget.setEnabled(not self.running)
+
+    def _outputs_differ(self) -> bool:
+        """Whether the output folder's batch results were made with other outputs than the widgets ask for."""
+        try:
+            settings = self.settings()
+        except ValueError:
+            return False
+        recorded = recorded_outputs(settings.out_dir)
+        return recorded is not None and recorded != settings.output_options
 
     def _last_run_complete(self) -> BatchSummary | None:
         """The last run's summary if it went through every image of the batch the widgets describe now."""

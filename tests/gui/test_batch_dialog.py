@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
@@ -79,8 +80,8 @@ def test_once_all_is_done_nothing_says_resume_and_names_are_shown_whole(qtbot, g
     assert blocker.args[0].all_ok and blocker.args[0].left_out == ["notes.txt"]
     assert "Left out 1 file that is not an image: notes.txt." in dialog.status.text()
     assert dialog.start_button.text() == "Run again" and "added or changed" in dialog.start_button.toolTip()
-    dialog.probs.setChecked(True)  # another batch than the one that ran
-    assert dialog.start_button.text() == "Resume"
+    dialog.probs.setChecked(True)  # other outputs than the folder holds: they cannot resume it
+    assert dialog.start_button.text() == "Start over" and "other outputs" in dialog.start_button.toolTip()
     dialog.probs.setChecked(False)
     assert dialog.start_button.text() == "Run again"
     dialog.overwrite.setChecked(True)
@@ -206,20 +207,29 @@ def test_main_window_folder_to_batch_to_viewer(qtbot, make_window, gui_tiny_chec
     dialog.close()
 
 
-def test_a_refused_resume_says_what_to_tick_not_the_cli_option(qtbot, gui_tiny_checkpoint, image_folder) -> None:
+def test_other_outputs_start_over_and_a_refused_resume_says_what_to_tick(qtbot, gui_tiny_checkpoint,
+                                                                          image_folder) -> None:
     dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
     with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS):
         dialog.start()
+    out = default_output_folder(image_folder)
     dialog.probs.setChecked(True)  # the folder holds results without probabilities
-    failures = []
+    assert dialog.start_button.text() == "Start over"
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as blocker:
+        dialog.start()
+    assert blocker.args[0].all_ok and len(blocker.args[0].ok) == 4  # every image redone, with its probabilities
+    assert all((out / f"p{i}_probs.npy").is_file() for i in range(4))
+    assert dialog.start_button.text() == "Run again"
+
+    dialog.set_model(gui_tiny_checkpoint, replace(OPTIONS, mirror="flip"))  # other labels: refused, explained
+    failures: list[str] = []
     dialog.batch_failed.connect(failures.append)
     dialog.start()
     qtbot.waitUntil(lambda: bool(failures) and not dialog.running, timeout=JOB_TIMEOUT_MS)
     text = dialog.status.text()
-    assert "tick Redo everything to redo them" in text and "--overwrite" not in text, text
+    assert "mirror" in text and "tick Redo everything to redo them" in text and "--overwrite" not in text, text
     dialog.overwrite.setChecked(True)
     assert dialog.start_button.text() == "Start over"
     with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as blocker:
         dialog.start()
     assert blocker.args[0].all_ok
-    assert (default_output_folder(image_folder) / "p0_probs.npy").is_file()
