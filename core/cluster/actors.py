@@ -24,14 +24,15 @@ from ..predict import InferenceOptions, Segmenter
 def task_to_json(task: ImageTask) -> str:
     return json.dumps({"source": str(task.source), "key": task.key, "out_dir": str(task.out_dir),
                        "outputs": task.outputs, "replaceable": sorted(task.replaceable),
-                       "forbidden": sorted(task.forbidden), "overlay_alpha": task.overlay_alpha})
+                       "forbidden": sorted(task.forbidden), "overlay_alpha": task.overlay_alpha,
+                       "how_to_overwrite": task.how_to_overwrite})
 
 
 def task_from_json(text: str) -> ImageTask:
     data = json.loads(text)
     return ImageTask(Path(data["source"]), data["key"], Path(data["out_dir"]), dict(data["outputs"]),
                      frozenset(data["replaceable"]), frozenset(data.get("forbidden", ())),
-                     float(data.get("overlay_alpha", 0.5)))
+                     float(data.get("overlay_alpha", 0.5)), str(data.get("how_to_overwrite", "pass --overwrite")))
 
 
 class SegmentingActor:

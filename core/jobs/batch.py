@@ -172,7 +172,8 @@ def open_batch(settings: BatchSettings, fingerprint: dict[str, Any], class_names
     The manifest records the output options beside the model's fingerprint: a resume with others is refused.
     """
     fingerprint = {**fingerprint, "outputs": settings.output_options}
-    manifest = Manifest.open(settings.out_dir, fingerprint, class_names, fresh=settings.overwrite)
+    manifest = Manifest.open(settings.out_dir, fingerprint, class_names, fresh=settings.overwrite,
+                             how_to_overwrite=settings.how_to_overwrite)
     remove_stale_temp_files(settings.out_dir)
     plan = plan_batch(settings, manifest)
     for damage in plan.damaged:

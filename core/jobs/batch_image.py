@@ -48,7 +48,7 @@ def check_outputs_free(task: ImageTask) -> None:
     if foreign:
         names = ", ".join(str(p) for p in foreign)
         raise OutputExistsError(f"{task.source}: {names} already exists and was not written by this batch; "
-                                "pass --overwrite to replace it")
+                                f"{task.how_to_overwrite} to replace it")
 
 
 def write_outputs(task: ImageTask, read: ReadInput, result: Segmentation,

@@ -30,6 +30,7 @@ class BatchSettings:
     overwrite: bool = False  # ignore the manifest and replace existing outputs
     suffixes: tuple[str, ...] = IMAGE_SUFFIXES  # file extensions taken as images (any case)
     prefetch: int = 2  # images read ahead of inference; bounds the memory reading uses
+    how_to_overwrite: str = "pass --overwrite"  # how a refusal says to replace or redo (the app: its checkbox)
 
     def __post_init__(self) -> None:
         if not self.in_dir.is_dir():
@@ -68,6 +69,7 @@ class ImageTask:
     replaceable: frozenset[str] = frozenset()  # outputs that may be replaced (ours, or --overwrite)
     forbidden: frozenset[str] = frozenset()  # outputs that are inputs of this batch: never written
     overlay_alpha: float = 0.5  # opacity of the class colours in the overlay
+    how_to_overwrite: str = "pass --overwrite"  # ends the refusal of a file not ours (BatchSettings')
 
     def output_path(self, kind: str) -> Path:
         return self.out_dir / self.outputs[kind]
@@ -178,7 +180,8 @@ def plan_batch(settings: BatchSettings, manifest: Manifest) -> BatchPlan:
             outputs = {kind: output_file_name(stem_at_level(key, 2), kind) for kind in kinds}
         replaceable = frozenset(rel for rel in outputs.values() if settings.overwrite or manifest.owns(rel, key))
         forbidden = frozenset(rel for rel in outputs.values() if (settings.out_dir / rel).resolve() in inputs)
-        tasks.append(ImageTask(path, key, settings.out_dir, outputs, replaceable, forbidden, settings.overlay_alpha))
+        tasks.append(ImageTask(path, key, settings.out_dir, outputs, replaceable, forbidden, settings.overlay_alpha,
+                               settings.how_to_overwrite))
     left_out = [path.relative_to(settings.in_dir).as_posix() for path in found.left_out]
     return BatchPlan(tasks, finished, len(paths), damaged, left_out)
 

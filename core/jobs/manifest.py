@@ -26,7 +26,6 @@ MANIFEST_NAME = "manifest.json"
 JOURNAL_NAME = "manifest.journal.jsonl"
 SUMMARY_NAME = "summary.csv"
 FORMAT = "leanseg-batch-manifest/1"
-OVERWRITE_HINT = "pass --overwrite"  # how a refusal says to start over (the app says it in its own words)
 SNAPSHOT_EVERY_S = 5.0  # fold the journal into manifest.json at most this often (and at the end)
 
 
@@ -37,8 +36,10 @@ class ManifestError(Exception):
 class Manifest:
     """Finished and in-progress images of one output folder; thread-safe."""
 
-    def __init__(self, out_dir: Path, fingerprint: dict[str, Any], class_names: tuple[str, ...]) -> None:
+    def __init__(self, out_dir: Path, fingerprint: dict[str, Any], class_names: tuple[str, ...],
+                 how_to_overwrite: str = "pass --overwrite") -> None:
         self.out_dir = out_dir
+        self.how_to_overwrite = how_to_overwrite  # ends a refusal: the CLI's option, or the app's checkbox
         self.fingerprint = fingerprint  # what made the outputs: model (name, sha256), precision, mirror, outputs
         self.class_names = class_names
         self.records: dict[str, ImageRecord] = {}
@@ -50,9 +51,9 @@ class Manifest:
 
     @classmethod
     def open(cls, out_dir: Path, fingerprint: dict[str, Any], class_names: tuple[str, ...],
-             fresh: bool = False) -> Manifest:
+             fresh: bool = False, how_to_overwrite: str = "pass --overwrite") -> Manifest:
         """Load the folder's manifest (snapshot + journal), or start an empty one when `fresh`."""
-        manifest = cls(out_dir, fingerprint, class_names)
+        manifest = cls(out_dir, fingerprint, class_names, how_to_overwrite)
         if not fresh:
             manifest._load()
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -66,13 +67,13 @@ class Manifest:
                 data = json.loads(path.read_text(encoding="utf-8"))
                 records, pending, owned = _parse_snapshot(data)
             except (ValueError, KeyError, TypeError) as err:
-                raise ManifestError(f"{path}: not a readable batch manifest ({err}); {OVERWRITE_HINT} to start "
-                                    "this folder over, or choose another output folder") from err
+                raise ManifestError(f"{path}: not a readable batch manifest ({err}); {self.how_to_overwrite} to "
+                                    "start this folder over, or choose another output folder") from err
             if not _same_results(data.get("fingerprint"), self.fingerprint):
                 raise ManifestError(
                     f"{self.out_dir} holds results made with {_describe(data.get('fingerprint'), self.fingerprint)}, "
-                    f"not {_describe(self.fingerprint, data.get('fingerprint'))}; {OVERWRITE_HINT} to redo them, or "
-                    "choose another output folder"
+                    f"not {_describe(self.fingerprint, data.get('fingerprint'))}; {self.how_to_overwrite} to redo "
+                    "them, or choose another output folder"
                 )
             self.records, self.pending = records, pending
             self.owned = owned | {f.path for r in records.values() for f in r.outputs.values()}

@@ -68,7 +68,7 @@ class VideoOutputGuard:
         found = []
         for path, _ in self.files:
             folder, name = self._ledger_entry(path)
-            earlier = (self._ledgers.get(folder) or SegmentLedger(folder, LEDGER_NAME)).source_of(name)
+            earlier = self._ledger(folder).source_of(name)
             if earlier and earlier != str(self.input_path.resolve()) and path.is_file():
                 found.append((path, earlier))
         return found
@@ -113,8 +113,11 @@ class VideoOutputGuard:
 
     def _owned(self, path: Path) -> bool:
         folder, name = self._ledger_entry(path)
-        ledger = self._ledgers.get(folder) or SegmentLedger(folder, LEDGER_NAME)
-        return name in ledger.written
+        return self._ledger(folder).owns(name)
+
+    def _ledger(self, folder: Path) -> SegmentLedger:
+        """The ledger this run writes in `folder`, else what the folder's ledger file says now (read-only)."""
+        return self._ledgers.get(folder) or SegmentLedger(folder, LEDGER_NAME)
 
     def _ledger_entry(self, path: Path) -> tuple[Path, str]:
         """(the folder whose ledger notes `path`, the name it is noted under)."""

@@ -10,6 +10,7 @@ import html
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QUrl, Signal
 from PySide6.QtGui import QDesktopServices
@@ -31,7 +32,7 @@ from leanseg.core.assets import default_model_path
 from leanseg.core.events import JobEvent
 from leanseg.core.jobs.batch import BatchSummary
 from leanseg.core.jobs.batch_plan import BatchSettings, left_out_note
-from leanseg.core.jobs.manifest import MANIFEST_NAME, OVERWRITE_HINT, ImageRecord, recorded_outputs
+from leanseg.core.jobs.manifest import MANIFEST_NAME, ImageRecord, recorded_outputs
 from leanseg.core.predict import InferenceOptions
 
 from .results_table import ResultsTable
@@ -62,6 +63,7 @@ class BatchDialog(QDialog):
         self._started_at = 0.0
         self._done = 0
         self._todo = 0
+        self._recorded: tuple[tuple[Path, int, int], dict[str, Any] | None] | None = None  # manifest stat, outputs
         self._build()
         self.set_model(model_path, self.options)
         if in_dir is not None:
@@ -151,7 +153,8 @@ class BatchDialog(QDialog):
             raise ValueError("Choose an input folder and an output folder.")
         return BatchSettings(Path(self.in_edit.text().strip()), Path(self.out_edit.text().strip()),
                              recursive=self.recursive.isChecked(), write_overlay=self.overlay.isChecked(),
-                             write_probs=self.probs.isChecked(), overwrite=self.overwrite.isChecked())
+                             write_probs=self.probs.isChecked(), overwrite=self.overwrite.isChecked(),
+                             how_to_overwrite="tick Redo everything")  # the CLI's --overwrite is that checkbox
 
     def start(self) -> None:
         """Start (or resume: finished images are skipped) the batch on the batch thread."""
@@ -243,7 +246,6 @@ class BatchDialog(QDialog):
         self._refresh()
 
     def _show_failure(self, message: str) -> None:
-        message = message.replace(OVERWRITE_HINT, "tick Redo everything")  # the CLI's option is this checkbox here
         self.status.setText(f"<span style='color:#e06c5a'>{html.escape(message)}</span>")
         self.batch_failed.emit(message)
 
@@ -300,8 +302,20 @@ class BatchDialog(QDialog):
             settings = self.settings()
         except ValueError:
             return False
-        recorded = recorded_outputs(settings.out_dir)
+        recorded = self._recorded_outputs(settings.out_dir)
         return recorded is not None and recorded != settings.output_options
+
+    def _recorded_outputs(self, out_dir: Path) -> dict[str, Any] | None:
+        """`recorded_outputs`, read again only when the manifest changed: the buttons refresh on every keystroke."""
+        path = out_dir / MANIFEST_NAME
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        key = (path, stat.st_mtime_ns, stat.st_size)
+        if self._recorded is None or self._recorded[0] != key:
+            self._recorded = key, recorded_outputs(out_dir)
+        return self._recorded[1]
 
     def _last_run_complete(self) -> BatchSummary | None:
         """The last run's summary if it went through every image of the batch the widgets describe now."""
