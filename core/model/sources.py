@@ -111,8 +111,10 @@ def describe(loaded: LoadedModel) -> str:
     name = provenance.get("name") or (loaded.path.stem if loaded.path else "model")
     fmt = provenance.get("format", "leanseg")
     card = provenance.get("card")
-    if fmt == "bundle" or (fmt == "leanseg" and not card):
-        card = fmt if fmt == "bundle" else "checkpoint"  # stored inside the file, as `leanseg models` says
+    if fmt == "bundle":  # the card is stored inside the file: named as `leanseg models` lists it
+        card = "bundle"
+    elif fmt == "leanseg" and not card:
+        card = "checkpoint"
     tail = f", card: {card}" if card and card != "defaults" else (", no card: default names, palette, ImageNet "
                                                                     "mean/std, RGB" if card else "")
     multiple = getattr(info.config, "size_multiple", 32)
