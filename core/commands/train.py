@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="run folder (resume state, best checkpoint)")
     p.add_argument("--model", choices=MODEL_KINDS, default=defaults.model, help="architecture")
     p.add_argument("--width", type=float, default=defaults.width, help=f"default {defaults.width}")
+    p.add_argument("--decoder-channels", type=int, nargs=4, default=None, metavar=("C16", "C8", "C4", "C2"),
+                   help="MobileUNet decoder channels at strides 16, 8, 4, 2 (default 96 32 24 16)")
     p.add_argument("--epochs", type=int, default=defaults.epochs, help=f"default {defaults.epochs}")
     p.add_argument("--batch-size", type=int, default=defaults.batch_size, help="images per step")
     p.add_argument("--crop", type=int, nargs=2, default=defaults.crop, metavar=("H", "W"), help="training crop")
@@ -76,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = TrainConfig(
             data_dir=str(args.data), spec_path=str(args.spec), out_dir=str(args.out), model=args.model,
-            width=args.width, epochs=args.epochs, batch_size=args.batch_size, crop=tuple(args.crop), lr=args.lr,
+            width=args.width, decoder_channels=tuple(args.decoder_channels or ()), epochs=args.epochs,
+            batch_size=args.batch_size, crop=tuple(args.crop), lr=args.lr,
             precision=args.precision, checkpointing=args.checkpointing, seed=args.seed, device=args.device,
             val_every=args.val_every, limit_images=args.limit_images,
             train_splits=_splits(args.train_splits, args.holdout_sequence),

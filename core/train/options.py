@@ -14,6 +14,7 @@ class TrainConfig:
     out_dir: str  # run folder: last.pt (resume state), best.safetensors, history.json
     model: str = "MobileUNet"  # MobileUNet | PlainUNet
     width: float = 0.75  # MobileUNet width multiplier (PlainUNet: base channels = 32 * width)
+    decoder_channels: tuple[int, ...] = ()  # MobileUNet decoder channels at strides 16, 8, 4, 2; () = its default
     epochs: int = 80  # full passes over the training frames, the full-size phase included
     batch_size: int = 8  # crops per optimiser step
     crop: tuple[int, int] = (256, 320)  # training crop (height, width)
@@ -63,7 +64,9 @@ class TrainConfig:
         if not 0 <= self.finetune_full_epochs <= self.epochs:
             raise ValueError(f"finetune_full_epochs must be in 0..epochs ({self.epochs}), got "
                              f"{self.finetune_full_epochs}")
-        for name in ("crop", "train_splits", "scale_range", "full_crop", "exposure"):
+        if self.decoder_channels and self.model != "MobileUNet":
+            raise ValueError(f"decoder_channels is a MobileUNet option, not {self.model}'s")
+        for name in ("crop", "train_splits", "scale_range", "full_crop", "exposure", "decoder_channels"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
 
