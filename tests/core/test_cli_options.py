@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,16 @@ def test_a_bare_leanseg_prints_its_commands_and_succeeds() -> None:
     result = subprocess.run([sys.executable, "-m", "leanseg.core"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "usage: leanseg" in result.stdout and "segment" in result.stdout and not result.stderr
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly() -> None:
+    """`leanseg models --check | head -1`: the next print meets a closed pipe; no traceback, exit 141."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # each line reaches the pipe when printed, as on a terminal
+    proc = subprocess.Popen([sys.executable, "-m", "leanseg.core", "models", "--check"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith("shipped: ")
+    proc.stdout.close()  # the reader leaves while the model is being opened, before the next line
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
