@@ -18,7 +18,7 @@ from leanseg.core.engine import compile
 from leanseg.core.engine.frontends import IR_FUNCTIONS, FrontendError
 from leanseg.core.engine.frontends.onnx_import import import_onnx
 
-from .export_nets import ChannelSplits, ConvNeXtUNet, PaddingModules
+from .export_nets import ASPP, ChannelSplits, ConvNeXtUNet, PaddingModules
 from .nets import randomise_batchnorm
 
 SIZES = ((64, 96), (96, 64), (70, 90))
@@ -125,25 +125,6 @@ class FPNMerge(nn.Module):
         p1 = F.relu(self.norm(p1))
         merged = torch.stack([p1, self.lateral(c1)]).sum(dim=0)
         return F.interpolate(self.head(merged), scale_factor=4, mode="bilinear", align_corners=True)
-
-
-class ASPP(nn.Module):
-    """Parallel dilated convs and a global-pool branch upsampled to the feature size, concatenated."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stem = conv_bn(3, 8, stride=2)
-        self.branches = nn.ModuleList([conv_bn(8, 8, 1)] + [conv_bn(8, 8, dilation=d) for d in (2, 3)])
-        self.pool_conv = nn.Conv2d(8, 8, 1)
-        self.project, self.head = conv_bn(32, 8, 1), nn.Conv2d(8, 4, 1)
-
-    def forward(self, x: Tensor) -> Tensor:
-        y = F.relu(self.stem(x))
-        pooled = F.relu(self.pool_conv(F.adaptive_avg_pool2d(y, 1)))
-        pooled = F.interpolate(pooled, size=y.shape[-2:], mode="bilinear", align_corners=False)
-        y = torch.cat([F.relu(b(y)) for b in self.branches] + [pooled], dim=1)
-        logits = self.head(F.relu(self.project(y)))
-        return F.interpolate(logits, size=x.shape[-2:], mode="bilinear", align_corners=False)
 
 
 class ResNetBasic(nn.Module):
