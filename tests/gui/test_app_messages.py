@@ -1,10 +1,13 @@
 """What the app tells the user: the status bar after a job, transparency, a bad remembered model, thin strips."""
 from __future__ import annotations
 
+import shutil
+
 import cv2
 import numpy as np
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from leanseg.core.assets import DEFAULT_MODEL_NAME
 from leanseg.gui.main_window.settings import AppSettings
 from leanseg.gui.main_window.window import MainWindow
 from leanseg.gui.viewer.view import MIN_SHOWN_PX, SegmentationViewer
@@ -85,3 +88,23 @@ def test_a_5000_by_1_strip_is_fitted_and_visible(qtbot):
     assert viewer.stretch > 1
     viewer.set_image(np.zeros((300, 400, 3), np.uint8))  # an ordinary image: back to true proportions
     assert viewer.stretch == 1.0 and viewer.view.state["aspectLocked"]
+
+
+def test_the_refusal_stays_up_while_the_shipped_model_stands_in(qtbot, settings_path, no_default_model,
+                                                                 gui_tiny_checkpoint, tmp_path):
+    """A model asked for on the command line fails: the shipped one opens instead, and the banner keeps
+    naming the file and the reason until the user opens another model."""
+    shutil.copy(gui_tiny_checkpoint, no_default_model / "models" / DEFAULT_MODEL_NAME)
+    bad = tmp_path / "mine.onnx"
+    bad.write_bytes(b"not an onnx model")
+    window = MainWindow(settings=AppSettings(settings_path), model_path=bad)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
+        window.show()
+    assert window.model_status is not None and window.model_status.path.name == DEFAULT_MODEL_NAME
+    assert window.banner.isVisible()
+    text = window.banner.text.text()
+    assert "could not be opened" in text and str(bad) in text and "Using the shipped model" in text
+    with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
+        window.open_model(gui_tiny_checkpoint)
+    assert not window.banner.isVisible()
