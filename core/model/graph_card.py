@@ -30,11 +30,12 @@ def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | Non
     channels = channels or card.channels
     if channels != card.channels:
         card = replace(card, channels=channels, mean=(0.5,) * channels, std=(0.25,) * channels)
-    multiple, classes, min_size = _probe(net, channels, card.size_multiple, where)
+    multiple, classes, min_size = _probe_with_card(net, channels, card, where)
     if classes > 255:
         raise CheckpointError(f"{where}: the graph outputs {classes} classes; labels are 8-bit, at most 255")
     if card.classes and len(card.classes) != classes:
-        raise CheckpointError(f"{where}: the card lists {len(card.classes)} classes, the graph outputs {classes}")
+        raise CheckpointError(f"{where}: the card {card.source} lists {len(card.classes)} classes, the graph "
+                              f"outputs {classes}: give it {classes} names")
     card = replace(card, size_multiple=multiple)
     config = GraphModelConfig(num_classes=classes, in_channels=channels, size_multiple=multiple, min_size=min_size,
                               source_format=kind)
@@ -62,6 +63,22 @@ def _input_channels(net: fx.GraphModule) -> int | None:
             if isinstance(module, torch.nn.Conv2d):
                 return int(module.in_channels)
     return None
+
+
+def _probe_with_card(net: fx.GraphModule, channels: int, card: ModelCard,
+                     where: str) -> tuple[int, int, tuple[int, int]]:
+    """_probe at the card's size multiple; when that fails and another multiple works, the error says which."""
+    try:
+        return _probe(net, channels, card.size_multiple, where)
+    except CheckpointError as refused:
+        if not card.size_multiple:
+            raise
+        try:
+            found = _probe(net, channels, 0, where)[0]
+        except CheckpointError:
+            raise refused from None  # no multiple works: the card's is not the problem
+        raise CheckpointError(f"{where}: the card {card.source} says input.size_multiple {card.size_multiple}, but "
+                              f"the graph runs at multiples of {found}: set it to {found} or leave it out") from None
 
 
 def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tuple[int, int, tuple[int, int]]:
@@ -143,8 +160,8 @@ def _total_stride(net: fx.GraphModule, channels: int) -> int | None:
 
 
 def _output_shape(net: fx.GraphModule, channels: int, height: int, width: int) -> list[int]:
-    with torch.inference_mode():
-        y = net(torch.zeros(1, channels, height, width))
+    with torch.inference_mode():  # forward, not __call__: fx's __call__ prints each failing size's traceback
+        y = net.forward(torch.zeros(1, channels, height, width))
     if not isinstance(y, torch.Tensor) or y.dim() != 4 or y.shape[0] != 1:
         shape = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
         raise ValueError(f"the output is {shape}, not (1, K, H, W)")

@@ -203,7 +203,8 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
     if kind == "card_classes":
         shutil.copy(models["onnx"], folder / "wrong.onnx")
         samples.write_card(folder / "wrong.onnx", classes=["a", "b", "c"], colours=[])
-        return folder / "wrong.onnx", "the card lists 3 classes, the graph outputs 5"
+        card = folder / "wrong.json"
+        return folder / "wrong.onnx", f"the card {card} lists 3 classes, the graph outputs 5: give it 5 names"
     if kind == "card_channels":
         shutil.copy(models["pt2"], folder / "grey.pt2")
         samples.write_card(folder / "grey.pt2", input={"channels": 1, "mean": [0.5], "std": [0.25]})
@@ -212,7 +213,12 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
         shutil.copy(models["pt2"], folder / "half.pt2")
         samples.write_card(folder / "half.pt2", input={"channels": 3, "mean": list(samples.MEAN),
                                                        "std": list(samples.STD), "size_multiple": 16})
-        return folder / "half.pt2", "at size multiple 16 (from the card)"
+        return folder / "half.pt2", "says input.size_multiple 16, but the graph runs at multiples of 32: set it to 32"
+    if kind == "card_multiple_onnx":  # the same from ONNX, whose failing sizes fx's __call__ would print
+        shutil.copy(models["onnx"], folder / "half.onnx")
+        samples.write_card(folder / "half.onnx", input={"channels": 3, "mean": list(samples.MEAN),
+                                                        "std": list(samples.STD), "size_multiple": 16})
+        return folder / "half.onnx", "says input.size_multiple 16, but the graph runs at multiples of 32: set it to 32"
     if kind == "card_as_model":  # the card given where its model belongs
         return samples.write_card(folder / "mynet.pt2"), "give the model file it describes"
     raise AssertionError(kind)
@@ -220,7 +226,7 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
 
 BAD_KINDS = ["truncated_pt2", "truncated_onnx", "truncated_leanseg", "truncated_safetensors", "two_inputs_onnx",
              "two_inputs_pt2", "five_d_onnx", "not_1khw_onnx", "k256_onnx", "card_classes", "card_channels",
-             "card_multiple", "card_as_model"]
+             "card_multiple", "card_multiple_onnx", "card_as_model"]
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS)
