@@ -14,6 +14,7 @@ the defaults below apply, and the app says so.
 from __future__ import annotations
 
 import colorsys
+import difflib
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,11 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 OUTPUT_KINDS = ("logits", "probabilities")
 CHANNEL_ORDERS = ("RGB", "BGR")
 GOLDEN_RATIO_CONJUGATE = 0.6180339887498949
+TOP_KEYS = ("card_version", "name", "architecture", "classes", "colours", "input", "output", "weights")
+INPUT_KEYS = ("channels", "range", "mean", "std", "size_multiple", "channel_order")
+# Names a card writer reaches for first; any other key this version does not read is kept, unread.
+KEY_SLIPS = {"class_names": "classes", "labels": "classes", "palette": "colours"}
+KEY_SPELLINGS = {"colors": "colours"}  # read as the key they spell
 
 
 class CardError(ValueError):
@@ -54,6 +60,9 @@ class ModelCard:
             raise CardError(f"input.mean and input.std need {self.channels} values, got {self.mean}, {self.std}")
         if not all(math.isfinite(v) for v in self.mean) or not all(math.isfinite(v) and v > 0 for v in self.std):
             raise CardError(f"input.mean must be finite and input.std finite and > 0, got {self.mean}, {self.std}")
+        if max(map(abs, self.mean)) > 1 or max(self.std) > 1:
+            raise CardError(f"input.mean and input.std are on the 0..1 pixel scale (ImageNet's mean {IMAGENET_MEAN}), "
+                            f"got {self.mean}, {self.std}: on the 0..255 scale, divide both by 255")
         if not 0 <= self.size_multiple <= 1024:
             raise CardError(f"input.size_multiple must be in 0..1024, got {self.size_multiple}")
         if self.channel_order not in CHANNEL_ORDERS:
@@ -113,17 +122,21 @@ def card_from_json(raw: Any, source: str) -> ModelCard:
     if not isinstance(raw, dict):
         raise CardError(f"{source}: a card is a JSON object, got {type(raw).__name__}")
     version = raw.get("card_version")
+    if version is None:
+        raise CardError(f'{source}: no card_version; a card starts {{"card_version": {CARD_VERSION}, ...}}')
     if not isinstance(version, int) or version < 1:
         raise CardError(f"{source}: card_version must be an integer >= 1, got {version!r}")
     inputs = raw.get("input", {})
     if not isinstance(inputs, dict):
         raise CardError(f"{source}: input must be an object")
+    _check_key_slips(raw, inputs, source)
+    colours: Any = raw.get("colours", raw.get("colors", []))
     try:
         output = str(raw.get("output", "logits"))
         return ModelCard(
             name=str(raw.get("name", "")), architecture=str(raw.get("architecture", "")),
             classes=tuple(str(c) for c in raw.get("classes", [])),
-            colours=tuple(tuple(int(v) for v in c) for c in raw.get("colours", [])),  # type: ignore[misc]
+            colours=tuple(tuple(int(v) for v in c) for c in colours),  # type: ignore[misc]
             channels=int(inputs.get("channels", 3)),
             mean=tuple(float(v) for v in inputs.get("mean", IMAGENET_MEAN)),
             std=tuple(float(v) for v in inputs.get("std", IMAGENET_STD)),
@@ -131,12 +144,28 @@ def card_from_json(raw: Any, source: str) -> ModelCard:
             channel_order=str(inputs.get("channel_order", "RGB")).upper(),
             output_kind=next((kind for kind in OUTPUT_KINDS if output.lower().startswith(kind)), output),
             source=source,
-            extra={k: v for k, v in raw.items() if k not in ("classes", "colours")},
+            extra={k: v for k, v in raw.items() if k not in ("classes", "colours", *KEY_SPELLINGS)},
         )
     except CardError as err:
         raise CardError(f"{source}: {err}") from None
     except (TypeError, ValueError) as err:
         raise CardError(f"{source}: invalid card: {err}") from None
+
+
+def _check_key_slips(raw: dict[str, Any], inputs: dict[str, Any], source: str) -> None:
+    """A key that is a slip of one leanseg reads would otherwise be kept unread and its default used silently."""
+    for key in raw:
+        if key in TOP_KEYS or key in KEY_SPELLINGS:
+            continue
+        if key in INPUT_KEYS:
+            raise CardError(f'{source}: "{key}" belongs inside "input": {{"input": {{"{key}": ...}}}}')
+        meant = KEY_SLIPS.get(key) or next(iter(difflib.get_close_matches(key, TOP_KEYS, n=1, cutoff=0.8)), None)
+        if meant is not None and meant not in raw:
+            raise CardError(f'{source}: unknown key "{key}"; did you mean "{meant}"?')
+    for key in inputs:
+        meant = next(iter(difflib.get_close_matches(key, INPUT_KEYS, n=1, cutoff=0.8)), None)
+        if key not in INPUT_KEYS and meant is not None and meant not in inputs:
+            raise CardError(f'{source}: unknown key "input.{key}"; did you mean "input.{meant}"?')
 
 
 def read_card(path: Path) -> ModelCard:

@@ -251,6 +251,35 @@ def test_a_card_that_is_not_json_is_one_line(models: dict[str, Path], tmp_path: 
         load_model(tmp_path / "net.onnx")
 
 
+@pytest.mark.parametrize(("card", "phrase"), [
+    ({"classes": ["a"]}, 'no card_version; a card starts {"card_version": 1'),
+    ({"card_version": 1, "clases": ["a"]}, 'unknown key "clases"; did you mean "classes"?'),
+    ({"card_version": 1, "class_names": ["a"]}, 'unknown key "class_names"; did you mean "classes"?'),
+    ({"card_version": 1, "mean": [0.5, 0.5, 0.5]}, '"mean" belongs inside "input"'),
+    ({"card_version": 1, "input": {"size_multiples": 32}}, 'did you mean "input.size_multiple"?'),
+    ({"card_version": 1, "input": {"mean": [123.7, 116.3, 103.5], "std": [58.4, 57.1, 57.4]}},
+     "on the 0..255 scale, divide both by 255"),
+])
+def test_a_card_slip_is_named_not_read_as_a_default(card: dict, phrase: str, models: dict[str, Path],
+                                                    tmp_path: Path) -> None:
+    """A misspelt key, one at the wrong level or a 0..255 mean would leave the default in use, silently."""
+    shutil.copy(models["onnx"], tmp_path / "net.onnx")
+    (tmp_path / "net.json").write_text(json.dumps(card))
+    with pytest.raises(CheckpointError) as caught:
+        load_model(tmp_path / "net.onnx")
+    assert str(caught.value).startswith(f"{tmp_path / 'net.json'}: ") and phrase in str(caught.value)
+
+
+def test_keys_this_version_does_not_read_are_kept_and_colors_is_colours(models: dict[str, Path],
+                                                                        tmp_path: Path) -> None:
+    shutil.copy(models["onnx"], tmp_path / "net.onnx")
+    colours = [[10 * i, 20, 30] for i in range(len(samples.CLASSES))]
+    card = {"card_version": 1, "classes": list(samples.CLASSES), "colors": colours, "license": "MIT"}
+    (tmp_path / "net.json").write_text(json.dumps(card))
+    loaded = load_model(tmp_path / "net.onnx")
+    assert [list(c) for c in loaded.info.class_colours] == colours
+
+
 def test_ray_ships_a_graph_model_as_a_bundle_with_its_card(models: dict[str, Path], tmp_path: Path) -> None:
     from leanseg.core.cluster.ray_batch import _checkpoint_bytes
 

@@ -95,7 +95,7 @@ def test_a_bad_model_file_is_named_in_a_message_and_the_window_carries_on(qtbot,
         window.open_model(bad)
     message = shown.args[0]
     assert str(bad) in message and "\n" not in message
-    assert ("not a readable ONNX model" if kind == "truncated" else "the card lists 2 classes") in message
+    assert ("not a readable ONNX model" if kind == "truncated" else "lists 2 classes, the graph outputs 5") in message
     assert window.model_status.path == onnx_model  # the previous model stays
     with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
         window.open_image(write_image(tmp_path / "after.png", 40, 50))
