@@ -30,6 +30,7 @@ def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | Non
     channels = channels or card.channels
     if channels != card.channels:
         card = replace(card, channels=channels, mean=(0.5,) * channels, std=(0.25,) * channels)
+    _refuse_one_size_export(net, where)
     multiple, classes, min_size = _probe_with_card(net, channels, card, where)
     if classes > 255:
         raise CheckpointError(f"{where}: the graph outputs {classes} classes; labels are 8-bit, at most 255")
@@ -63,6 +64,19 @@ def _input_channels(net: fx.GraphModule) -> int | None:
             if isinstance(module, torch.nn.Conv2d):
                 return int(module.in_channels)
     return None
+
+
+def _refuse_one_size_export(net: fx.GraphModule, where: str) -> None:
+    """A program exported without dynamic sizes runs at its one size: images of any other size cannot run."""
+    from ..engine.frontends.ir import check_size
+
+    for node in net.graph.nodes:
+        if node.target is check_size:
+            heights, widths = node.args[1], node.args[2]
+            if heights[0] == heights[1] and widths[0] == widths[1]:  # type: ignore[index]
+                raise CheckpointError(
+                    f"{where}: exported for {heights[0]}x{widths[0]} inputs only: export it again with a dynamic "  # type: ignore[index]
+                    "height and width (torch.export's dynamic_shapes; README, 'Exporting a PyTorch model')")
 
 
 def _probe_with_card(net: fx.GraphModule, channels: int, card: ModelCard,

@@ -194,6 +194,9 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
         program = torch.export.export(TwoInputs().eval(), (x, x))
         torch.export.save(program, str(folder / "two.pt2"))
         return folder / "two.pt2", "2 inputs"
+    if kind == "one_size_pt2":  # torch.export without dynamic_shapes: the program holds for 64 x 96 only
+        torch.export.save(torch.export.export(samples.made(), (torch.rand(1, 3, 64, 96),)), str(folder / "one.pt2"))
+        return folder / "one.pt2", "exported for 64x96 inputs only: export it again with a dynamic height and width"
     if kind == "five_d_onnx":
         return onnx_of(FiveD(), folder / "five.onnx", (torch.rand(1, 3, 2, 32, 32),), ["image"]), "shape"
     if kind == "not_1khw_onnx":
@@ -225,7 +228,7 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
 
 
 BAD_KINDS = ["truncated_pt2", "truncated_onnx", "truncated_leanseg", "truncated_safetensors", "two_inputs_onnx",
-             "two_inputs_pt2", "five_d_onnx", "not_1khw_onnx", "k256_onnx", "card_classes", "card_channels",
+             "two_inputs_pt2", "one_size_pt2", "five_d_onnx", "not_1khw_onnx", "k256_onnx", "card_classes", "card_channels",
              "card_multiple", "card_multiple_onnx", "card_as_model"]
 
 
