@@ -19,13 +19,16 @@ def leanseg_version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from leanseg.core.model.catalog import model_path_argument  # torch: the app needs it next anyway
+
     # `leanseg-gui`, or `leanseg gui` when started by that command (it names argv[0] so)
     prog = Path(sys.argv[0]).name if sys.argv and not sys.argv[0].endswith(".py") else "leanseg-gui"
     parser = argparse.ArgumentParser(prog=prog, description="leanseg desktop app.")
     parser.add_argument("--version", action="version", version=f"leanseg-gui {leanseg_version()}")
     parser.add_argument("path", nargs="?", type=Path, metavar="IMAGE|FOLDER|VIDEO", help="open this at start")
-    parser.add_argument("--model", type=Path, help="model file (.safetensors, .pt2, .onnx, .leanseg); default: the "
-                                                   "last one used, else the shipped CamVid model")
+    parser.add_argument("--model", type=model_path_argument,
+                        help="model file (.safetensors, .pt2, .onnx, .leanseg) or an installed model's name "
+                             "(`leanseg models`); default: the last one used, else the shipped CamVid model")
     parser.add_argument("--screenshot", type=Path, metavar="PNG",
                         help="segment the IMAGE|FOLDER|VIDEO, save a screenshot to PNG and exit: of the window "
                              "once an image is segmented, of the batch dialog once a folder's first results are "

@@ -17,6 +17,7 @@ from ..assets import default_model_path
 from ..events import EventSink, JobEvent
 from ..io.images import DEFAULT_MAX_PIXELS, set_max_pixels
 from ..memory import MemoryMonitor, parse_bytes
+from ..model.catalog import model_path_argument
 from ..model.checkpoint import CheckpointError, LoadedModel
 from ..model.sources import load_model as open_model_file
 from ..predict import ENGINES, MIRROR_MODES, PRECISIONS, TILING_MODES, InferenceOptions, Segmenter
@@ -49,9 +50,10 @@ def positive_int(text: str) -> int:
 def add_inference_options(parser: argparse.ArgumentParser, mirror: str = "off") -> None:
     """The inference flags every command that infers shares; `mirror`: this command's default --mirror."""
     group = parser.add_argument_group("inference")
-    group.add_argument("--model", type=Path, metavar="MODEL",
+    group.add_argument("--model", type=model_path_argument, metavar="MODEL",
                        help="a .pt2 or .onnx graph (card NAME.json beside it), a .leanseg bundle or a leanseg "
-                            ".safetensors checkpoint; default: the shipped CamVid model")
+                            ".safetensors checkpoint, or the name of an installed one (`leanseg models`); "
+                            "default: the shipped CamVid model")
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     group.add_argument("--engine", choices=ENGINES, default=InferenceOptions.engine,
                        help=f"memory-lean engine or plain PyTorch (default {InferenceOptions.engine})")
@@ -79,6 +81,9 @@ def load_model(path: Path | None) -> LoadedModel:
                 f"no default model is installed (looked for {path}); pass --model PATH, or train one "
                 "with `leanseg train` (see README, 'The default model')"
             )
+    if not path.exists() and path.parent == Path("."):
+        raise CommandError(f"{path}: no such file, nor an installed model of that name "
+                           f"(`leanseg models` lists them; `leanseg import-model` installs one)")
     try:
         return open_model_file(path)
     except CheckpointError as err:

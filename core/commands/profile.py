@@ -13,6 +13,7 @@ from ..benchmarks.report import format_table
 from ..device import resolve_device
 from ..events import JobCancelled, JobEvent
 from ..memory import format_bytes
+from ..model.catalog import model_path_argument
 from ..profile import CONFIGURATION_NAMES, LabRequest, LabResult, ModelSpec, default_spec, run_lab, write_lab
 from ..profile.records import MemoryProfile
 from .common import report_error
@@ -24,9 +25,9 @@ TOLERANCE = 0.10  # the profile should explain the measured peak within this sha
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("profile", help="memory profile and train/eval/engine comparison of one model",
                             description=__doc__, formatter_class=HELP_FORMATTER)
-    parser.add_argument("--model", type=Path, default=None,
-                        help="a .safetensors checkpoint, .pt2, .onnx or .leanseg; default: the shipped model, else "
-                             "MobileUNet's default config")
+    parser.add_argument("--model", type=model_path_argument, default=None,
+                        help="a .safetensors checkpoint, .pt2, .onnx or .leanseg, or an installed model's name; "
+                             "default: the shipped model, else MobileUNet's default config")
     parser.add_argument("--size", type=int, default=1024, help="square input side in pixels")
     parser.add_argument("--out", type=Path, default=Path("out/profile"), help="folder for JSON and charts")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per configuration (median)")

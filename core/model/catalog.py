@@ -26,6 +26,21 @@ def shipped_models_dir() -> Path:
     return assets_dir() / "models"
 
 
+def model_path_argument(text: str) -> Path:
+    """A --model value: the path when it exists; else, for a bare name (`tinyunet`, `tinyunet.leanseg`), the
+    installed model of that file name or stem, the user folder's before the shipped one's."""
+    path = Path(text).expanduser()
+    if path.exists() or path.parent != Path("."):
+        return path
+    preference = (".leanseg", ".safetensors", ".pt2", ".onnx")  # a bundle carries its card; a bare graph may not
+    for folder in (user_models_dir(), shipped_models_dir()):
+        candidates = [folder / text] + [folder / f"{text}{suffix}" for suffix in preference]
+        found = next((candidate for candidate in candidates if candidate.is_file()), None)
+        if found is not None:
+            return found
+    return path
+
+
 @dataclass(frozen=True)
 class InstalledModel:
     """One model file and what its card or metadata says, without running it."""

@@ -303,3 +303,19 @@ def test_the_memory_lab_spec_of_a_graph_model_is_its_file(models: dict[str, Path
     spec = ModelSpec.for_loaded(load_model(models["onnx"]))
     assert spec.path == str(models["onnx"]) and "onnx" in spec.describe()
     assert ModelSpec.from_dict(spec.to_dict()).load().info.config.num_classes == 5
+
+
+def test_an_installed_model_is_found_by_its_name(models: dict[str, Path], image: tuple[Path, np.ndarray],
+                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    installed = tmp_path / "installed"
+    installed.mkdir()
+    shutil.copy(models["leanseg"], installed / "streets.leanseg")
+    monkeypatch.setenv("LEANSEG_MODELS_DIR", str(installed))
+    monkeypatch.chdir(tmp_path)  # no file named streets here: the name is looked up
+    for name in ("streets", "streets.leanseg"):
+        assert segment_cli(image[0], Path(name), tmp_path / name) == 0
+        assert (tmp_path / name / "street_labels.png").is_file()
+    assert segment_cli(image[0], Path("roads"), tmp_path / "none") == 2
+    assert "roads: no such file, nor an installed model of that name (`leanseg models`" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
