@@ -106,6 +106,14 @@ def _bundle_card(path: Path) -> ModelCard:
     return card_from_json(raw, f"{path} (card)")
 
 
+def display_name(path: Path | None, name: str) -> str:
+    """A model as the app shows it: the file's name, after its card's name where that says more
+    ("Street U-Net (v3.onnx)")."""
+    if path is None:
+        return name or "model"
+    return path.name if name in ("", path.name, path.stem) else f"{name} ({path.name})"
+
+
 def model_classes(path: Path) -> tuple[tuple[str, ...], tuple[tuple[int, int, int], ...]]:
     """(class names, colours) of a model file: from its metadata or card when they name the classes (cheap),
     else by opening it (the count comes from the graph); CheckpointError naming the file."""

@@ -1,6 +1,7 @@
 """Help > About: versions of everything that matters and the devices found."""
 from __future__ import annotations
 
+import html
 import platform
 from importlib.metadata import PackageNotFoundError, version
 
@@ -8,6 +9,7 @@ import numpy as np
 import torch
 
 from leanseg.core.device import available_devices
+from leanseg.core.model.catalog import display_name
 
 from ..inference.worker import ModelStatus
 
@@ -19,6 +21,11 @@ def _version(package: str) -> str:
         return "not installed"
 
 
+def model_title(status: ModelStatus) -> str:
+    """The file's name, after its card's name when the card names it otherwise ("Street U-Net (v3.onnx)")."""
+    return display_name(status.path, str(status.info.provenance.get("name") or ""))
+
+
 def about_text(model: ModelStatus | None) -> str:
     """Rich text for the About box."""
     import pyqtgraph
@@ -26,7 +33,11 @@ def about_text(model: ModelStatus | None) -> str:
 
     devices = ", ".join(available_devices())
     cuda = torch.version.cuda or "none (CPU build)"
-    model_line = f"{model.path} on {model.device}" if model is not None else "none loaded"
+    model_line = "none loaded"
+    if model is not None:
+        architecture = str(model.info.provenance.get("architecture") or "")
+        model_line = html.escape(f"{model_title(model)} on {model.device}: {model.path}"
+                                 + (f"; {architecture}" if architecture else ""))
     rows = [
         ("leanseg", _version("leanseg")),
         ("PyTorch", f"{torch.__version__} (CUDA {cuda})"),

@@ -29,7 +29,7 @@ from ..viewer.controls import InferenceControls
 from ..viewer.legend import OverlayPanel
 from ..viewer.view import SegmentationViewer
 from . import state as window_state
-from .about import about_text
+from .about import about_text, model_title
 from .banner import ModelBanner
 from .card_editor import CardEditor, card_editor_for, card_notice
 from .companions import CompanionsMixin
@@ -242,8 +242,9 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
             self.banner.show_card_notice(notice)
         else:
             self.banner.hide()
-        name = status.path.name if status.path else "model"
-        self.controls.set_model_name(name, str(status.path or ""))
+        name = model_title(status)
+        architecture = str(status.info.provenance.get("architecture") or "")
+        self.controls.set_model_name(name, "\n".join(filter(None, [str(status.path or ""), architecture])))
         if new_model:
             self.overlay_panel.legend.set_classes(status.info.class_names, status.info.class_colours)
             self._clear_result()  # the old model's labels and run must not stand under the new model's legend

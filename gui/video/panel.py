@@ -23,9 +23,10 @@ from PySide6.QtWidgets import (
 
 from leanseg.core.io.video import VideoInfo, VideoReadError
 from leanseg.core.jobs import VideoJobSummary
-from leanseg.core.model.catalog import model_classes
+from leanseg.core.model.catalog import describe_file, display_name, model_classes
 from leanseg.core.predict import InferenceOptions
 
+from ..viewer.legend import ClassLegend
 from ..viewer.view import SegmentationViewer
 from .export import VideoExport
 from .export_actions import ExportActionsMixin, clock_text
@@ -82,6 +83,17 @@ class VideoPanel(ExportActionsMixin):
         self.progress.setTextVisible(True)
         self.export_label = QLabel("")
         self.export_label.setWordWrap(True)
+        self.model_label = QLabel("No model")
+        self.model_label.setObjectName("modelName")
+        self.model_label.setWordWrap(True)
+        self.legend = ClassLegend()  # the shown frame's class shares; a click hides a class
+        side = QVBoxLayout()
+        side.addWidget(self.model_label)
+        side.addWidget(self.legend, 1)
+        picture = QHBoxLayout()
+        picture.addWidget(self.viewer, 1)
+        picture.addLayout(side)
+        self.legend.setFixedWidth(190)
         transport = QHBoxLayout()
         transport.addWidget(self.play_button)
         transport.addWidget(self.slider, 1)
@@ -95,7 +107,7 @@ class VideoPanel(ExportActionsMixin):
         export.addWidget(self.progress, 1)
         export.addWidget(self.cancel_button)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.viewer, 1)
+        layout.addLayout(picture, 1)
         layout.addLayout(transport)
         layout.addLayout(status)
         layout.addLayout(export)
@@ -105,6 +117,7 @@ class VideoPanel(ExportActionsMixin):
         self.play_button.clicked.connect(self.toggle_play)
         self.slider.valueChanged.connect(self._on_slider)
         self.live_overlay.toggled.connect(self._on_live_overlay)
+        self.legend.hidden_changed.connect(self.viewer.set_hidden_classes)
         self.export_button.clicked.connect(self.choose_export)
         self.cancel_button.clicked.connect(self.cancel_export)
         self.playback.frame_shown.connect(self._on_frame)
@@ -172,6 +185,7 @@ class VideoPanel(ExportActionsMixin):
                 self.viewer.set_labels(shown.labels, self.colours, self.class_names)
             else:
                 self.viewer.clear_labels()
+            self.legend.set_labels(shown.labels if self.colours else None)
             self.last_frame = shown
             self._show_position(shown)
         finally:
@@ -209,6 +223,8 @@ class VideoPanel(ExportActionsMixin):
     # -- helpers --------------------------------------------------------------------------------------------
     def _read_classes(self) -> None:
         self.colours, self.class_names = (), ()
+        self.legend.set_classes((), ())
+        self.model_label.setText("No model: the video plays without an overlay")
         if self.model_path is None:
             return
         try:
@@ -218,6 +234,10 @@ class VideoPanel(ExportActionsMixin):
             return
         self.colours = tuple((int(r), int(g), int(b)) for r, g, b in colours)
         self.class_names = tuple(names)
+        self.legend.set_classes(self.class_names, self.colours)
+        shown = display_name(self.model_path, describe_file(self.model_path).name)
+        self.model_label.setText(f"Model: {shown} · {len(names)} classes")
+        self.model_label.setToolTip(str(self.model_path))
 
     def _refresh(self) -> None:
         has_video = self.source is not None

@@ -40,6 +40,19 @@ def test_an_onnx_model_segments_with_its_cards_class_names(qtbot, make_window, o
     assert legend_names(window) == list(samples.CLASSES)
 
 
+def test_the_cards_name_and_architecture_are_shown(qtbot, make_window, onnx_model, tmp_path):
+    from leanseg.gui.main_window.about import about_text
+
+    named = tmp_path / "v3.onnx"
+    shutil.copy(onnx_model, named)
+    samples.write_card(named, name="Street U-Net", architecture="TinySegNet, 5 classes")
+    window = make_window(named)
+    assert window.controls.model_name.text() == "Street U-Net (v3.onnx)"
+    assert window.controls.model_name.toolTip() == f"{named}\nTinySegNet, 5 classes"
+    assert window.status_labels["model"].text() == "Street U-Net (v3.onnx) · 5 classes"
+    assert "TinySegNet, 5 classes" in about_text(window.model_status)
+
+
 def test_the_open_dialog_and_drops_take_every_model_format() -> None:
     for suffix in (".safetensors", ".pt2", ".onnx", ".leanseg"):
         assert f"*{suffix}" in MODEL_FILTER.split(";;")[0]

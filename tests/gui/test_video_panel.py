@@ -35,6 +35,10 @@ def test_play_seek_and_cancelled_export_of_the_sample(qtbot, panel: VideoPanel, 
     assert first.args[0].index == 0 and first.args[0].labels is not None
     assert panel.viewer.labels is not None and panel.viewer.overlay_shown
     assert panel.slider.maximum() == 100 and "480x360, 101 frames at 15.00 fps" in panel.info_label.text()
+    # which model segments, and its classes with the shown frame's share of each
+    assert panel.model_label.text() == "Model: tiny.safetensors · 4 classes"
+    shares = [panel.legend.item(i).text() for i in range(panel.legend.count())]
+    assert len(shares) == 4 and all("%" in text for text in shares), shares
 
     seen: list[ShownFrame] = []
     panel.frame_shown.connect(seen.append)
