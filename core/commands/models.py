@@ -36,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {model.path.name}: {line}")
     if not models:
         print("no models installed; add one with `leanseg import-model MODEL.pt2` (see README, 'Your own model')")
+    elif args.check:
+        print(f"checked {len(models)}: {len(models) - failed} open, {failed} cannot be opened")
+    else:
+        print("(read from cards and metadata; --check opens each model)")
     return 1 if failed else 0
 
 
@@ -44,6 +48,6 @@ def _line(model: InstalledModel, check: bool) -> tuple[str, bool]:
     if not check or model.problem:
         return model.summary(), not model.problem
     try:
-        return describe(load_model(model.path)), True
+        return f"opens: {describe(load_model(model.path))}", True
     except CheckpointError as err:
         return f"cannot be opened: {str(err).removeprefix(f'{model.path}: ')}", False

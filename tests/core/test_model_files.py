@@ -120,8 +120,11 @@ def test_import_model_says_what_it_assumed_and_models_lists_the_bundle(
     assert f"user: {user}" in listing
     assert "tiny_onnx.leanseg: tiny (bundle, 5 classes, size multiple 32" in listing
     assert "bare.leanseg: bare (bundle" in listing
+    assert "(read from cards and metadata; --check opens each model)" in listing
     assert main(["models", "--check"]) == 0
-    assert "bare (bundle, 5 classes, size multiple 32" in capsys.readouterr().out
+    checked = capsys.readouterr().out
+    assert "bare.leanseg: opens: bare (bundle, 5 classes, size multiple 32" in checked
+    assert checked.rstrip().endswith(" open, 0 cannot be opened")
 
 
 def test_import_model_with_a_card_given(models: dict[str, Path], tmp_path: Path,
