@@ -155,7 +155,12 @@ def _runs(net: fx.GraphModule, channels: int, sizes: list[tuple[int, int]]) -> t
         return None, str(err).splitlines()[0] if str(err) else type(err).__name__
     if len({shape[0] for shape in shapes}) == 1 and all(shape[1:] == list(size) for shape, size in zip(shapes, sizes)):
         return shapes[0][0], ""
-    return None, f"output {shapes} does not keep the input's height and width"
+    changed = next(((size, shape) for size, shape in zip(sizes, shapes) if shape[1:] != list(size)), None)
+    if changed is None:  # every size kept, but the class count changed with the size
+        return None, f"the class count changes with the input size: {sorted({shape[0] for shape in shapes})}"
+    (height, width), (classes, out_height, out_width) = changed[0], changed[1]
+    return None, (f"a {height}x{width} input gives a {out_height}x{out_width} output ({classes} classes): a "
+                  "segmentation net keeps the input's height and width (upsample its logits to the input's size)")
 
 
 def _total_stride(net: fx.GraphModule, channels: int) -> int | None:

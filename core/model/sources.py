@@ -35,7 +35,13 @@ def detect_format(path: Path) -> str:
     if head[:4] == b"PK\x03\x04":
         if not zipfile.is_zipfile(path):
             return _refuse(path, "a zip archive, but truncated or damaged (its table of contents is missing)")
-        return "pt2" if is_pt2_archive(path) else _refuse(path, "a zip archive, but not a torch.export .pt2")
+        if is_pt2_archive(path):
+            return "pt2"
+        if is_torch_save(path):
+            return _refuse(path, "a torch.save file (a state dict or a pickled module): it holds weights, not the "
+                                 "network; export the model with torch.export or torch.onnx (README, 'Exporting a "
+                                 "PyTorch model')")
+        return _refuse(path, "a zip archive, but not a torch.export .pt2")
     header_size = struct.unpack("<Q", head[:8])[0]
     if head[8:9] == b"{" and 0 < header_size < 100_000_000:
         return "bundle" if _is_bundle(path) else "leanseg"
@@ -45,6 +51,12 @@ def detect_format(path: Path) -> str:
         return _refuse(path, "a JSON file, such as a model card; give the model file it describes "
                              "(NAME.pt2 or NAME.onnx beside NAME.json), which reads the card itself")
     return _refuse(path, "not a model file leanseg opens (.safetensors checkpoint, .pt2, .onnx or .leanseg)")
+
+
+def is_torch_save(path: Path) -> bool:
+    """A zip written by torch.save: its pickle is `<archive>/data.pkl`."""
+    with zipfile.ZipFile(path) as archive:
+        return any(name.endswith("/data.pkl") for name in archive.namelist())
 
 
 def _refuse(path: Path, reason: str) -> str:

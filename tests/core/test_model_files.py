@@ -158,6 +158,15 @@ class FiveD(nn.Module):
         return self.conv(x.mean(2))
 
 
+class HalfSize(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, stride=2, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:  # logits at half the input's size, never upsampled
+        return self.conv(x)
+
+
 class Classifier(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -204,6 +213,12 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
         return onnx_of(FiveD(), folder / "five.onnx", (torch.rand(1, 3, 2, 32, 32),), ["image"]), "shape"
     if kind == "not_1khw_onnx":
         return onnx_of(Classifier(), folder / "classifier.onnx", (x,), ["image"]), "(1, K, H, W)"
+    if kind == "half_size_onnx":
+        half = onnx_of(HalfSize(), folder / "half.onnx", (x,), ["image"])
+        return half, "output (4 classes): a segmentation net keeps"
+    if kind == "torch_save":
+        torch.save(HalfSize().state_dict(), folder / "weights.pt")
+        return folder / "weights.pt", "a torch.save file (a state dict or a pickled module): it holds weights, not"
     if kind == "k256_onnx":
         return onnx_of(nn.Conv2d(3, 256, 1), folder / "k256.onnx", (x,), ["image"]), "256 classes"
     if kind == "card_classes":
@@ -224,14 +239,14 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
         shutil.copy(models["onnx"], folder / "half.onnx")
         samples.write_card(folder / "half.onnx", input={"channels": 3, "mean": list(samples.MEAN),
                                                         "std": list(samples.STD), "size_multiple": 16})
-        return folder / "half.onnx", "says input.size_multiple 16, but the graph runs at multiples of 32: set it to 32"
+        return folder / "half.onnx", "says input.size_multiple 16, but the graph runs at multiples of 32"
     if kind == "card_as_model":  # the card given where its model belongs
         return samples.write_card(folder / "mynet.pt2"), "give the model file it describes"
     raise AssertionError(kind)
 
 
 BAD_KINDS = ["truncated_pt2", "truncated_onnx", "truncated_leanseg", "truncated_safetensors", "two_inputs_onnx",
-             "two_inputs_pt2", "one_size_pt2", "five_d_onnx", "not_1khw_onnx", "k256_onnx", "card_classes",
+             "two_inputs_pt2", "one_size_pt2", "five_d_onnx", "not_1khw_onnx", "half_size_onnx", "torch_save", "k256_onnx", "card_classes",
              "card_channels", "card_multiple", "card_multiple_onnx", "card_as_model"]
 
 
