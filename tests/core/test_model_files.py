@@ -246,8 +246,8 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
 
 
 BAD_KINDS = ["truncated_pt2", "truncated_onnx", "truncated_leanseg", "truncated_safetensors", "two_inputs_onnx",
-             "two_inputs_pt2", "one_size_pt2", "five_d_onnx", "not_1khw_onnx", "half_size_onnx", "torch_save", "k256_onnx", "card_classes",
-             "card_channels", "card_multiple", "card_multiple_onnx", "card_as_model"]
+             "two_inputs_pt2", "one_size_pt2", "five_d_onnx", "not_1khw_onnx", "half_size_onnx", "torch_save",
+             "k256_onnx", "card_classes", "card_channels", "card_multiple", "card_multiple_onnx", "card_as_model"]
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS)
