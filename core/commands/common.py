@@ -128,10 +128,17 @@ def build_segmenter(args: argparse.Namespace, want_probs: bool = False) -> Segme
 
 
 def describe_segmenter(segmenter: Segmenter) -> str:
-    """The line a command prints before it starts: `model PATH on DEVICE, engine ENGINE, PRECISION[, mirror
-    averaging]`."""
+    """The line a command prints before it starts: `model [NAME (]PATH[)] (K classes[, card CARD]) on DEVICE,
+    engine ENGINE, PRECISION[, mirror averaging]`."""
     options = segmenter.options
-    line = f"model {segmenter.loaded.path} on {segmenter.device}, engine {options.engine}, {options.precision}"
+    provenance = segmenter.info.provenance
+    card = provenance.get("card")
+    in_file = provenance.get("format") in ("bundle", "leanseg")  # its card travels inside it
+    card_note = f", card {Path(card).name}" if card and card != "defaults" and not in_file else ""
+    path, name = segmenter.loaded.path, str(provenance.get("name") or "")
+    named = str(path) if path is None or name in ("", path.name, path.stem) else f"{name} ({path})"
+    line = (f"model {named} ({segmenter.info.config.num_classes} classes{card_note}) on {segmenter.device}, "
+            f"engine {options.engine}, {options.precision}")
     if options.mirror == "flip":
         line += ", mirror averaging (--mirror off: half the time)"
     notes = list(segmenter.notes)

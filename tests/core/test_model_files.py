@@ -334,6 +334,8 @@ def test_an_installed_model_is_found_by_its_name(models: dict[str, Path], image:
     for name in ("streets", "streets.leanseg"):
         assert segment_cli(image[0], Path(name), tmp_path / name) == 0
         assert (tmp_path / name / "street_labels.png").is_file()
+    # the card's name, the file it was found as, and its class count
+    assert f"model tiny ({installed / 'streets.leanseg'}) (5 classes) on cpu" in capsys.readouterr().out
     assert segment_cli(image[0], Path("roads"), tmp_path / "none") == 2
     assert "roads: no such file, nor an installed model of that name (`leanseg models`" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
