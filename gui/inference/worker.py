@@ -24,6 +24,9 @@ from leanseg.core.predict import InferenceOptions, Segmenter
 WARM_UP_IMAGE = ImageData(np.zeros((64, 64, 3), np.uint8))  # a small image run once after each (re)configure
 
 
+NO_MODEL_MESSAGE = "No model is loaded: open a model file first (File > Open model)."
+
+
 @dataclass(frozen=True)
 class InferenceJob:
     """One request: read `path` (or take `image`), show it, and segment it unless `segment` is False."""
@@ -115,7 +118,7 @@ class InferenceWorker(QObject):
         if not job.segment:
             return
         if self._segmenter is None:
-            self.job_failed.emit(job.job_id, "No model is loaded: open a model file first (File > Open model).")
+            self.job_failed.emit(job.job_id, NO_MODEL_MESSAGE)
             return
         self._segment(job, image, self._segmenter)
 

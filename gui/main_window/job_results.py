@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QMainWindow
 from leanseg.core.events import JobEvent
 from leanseg.core.predict import Segmentation
 
+from ..inference.worker import NO_MODEL_MESSAGE
 from .notes import job_peak_text
 
 
@@ -49,6 +50,8 @@ class JobResultsMixin(QMainWindow):
         if not self.controller.is_current(job_id):
             return
         self._set_busy(False)
+        if message == NO_MODEL_MESSAGE and self.model_status is None and self.model_requested is not None:
+            return  # the asked-for model failed and the shipped one is loading: it segments the image when ready
         self.controls.show_outcome("failed", complete=False)
         self.show_error("leanseg", message)
         self.job_ended.emit("failed")

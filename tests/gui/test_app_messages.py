@@ -99,8 +99,13 @@ def test_the_refusal_stays_up_while_the_shipped_model_stands_in(qtbot, settings_
     bad.write_bytes(b"not an onnx model")
     window = MainWindow(settings=AppSettings(settings_path), model_path=bad)
     qtbot.addWidget(window)
-    with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
-        window.show()
+    ended: list[str] = []
+    window.job_ended.connect(ended.append)
+    window.show()
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):  # opened as the app's command line does
+        window.open_image(write_image(tmp_path / "street.png", 32, 48))
+    assert ended == ["finished"]  # segmented by the stand-in, not failed for want of a model
+    assert window.error_box is None and "No model is loaded" not in window.statusBar().currentMessage()
     assert window.model_status is not None and window.model_status.path.name == DEFAULT_MODEL_NAME
     assert window.banner.isVisible()
     text = window.banner.text.text()
