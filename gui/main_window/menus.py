@@ -24,6 +24,7 @@ class MenuHost(Protocol):
     choose_folder: Callable[[], None]
     choose_video: Callable[[], None]
     choose_model: Callable[[], None]
+    open_model: Callable[[Path], None]
     save_labels: Callable[[], object]
     save_overlay: Callable[[], object]
     segment_current: Callable[[], None]
@@ -50,6 +51,7 @@ class WindowActions:
     show_overlay: QAction
     fit: QAction
     recent_menu: QMenu
+    models_menu: QMenu
     help_menu: QMenu
 
 
@@ -92,6 +94,8 @@ def build_menus(window: MenuHost) -> WindowActions:
     file_menu = window.menuBar().addMenu("&File")
     for action in (open_image, open_folder, open_video, open_model):
         file_menu.addAction(action)
+    models_menu = file_menu.addMenu("&Installed models")
+    models_menu.aboutToShow.connect(lambda: _fill_models(window, models_menu))
     recent_menu = file_menu.addMenu("Open &recent")
     recent_menu.aboutToShow.connect(lambda: _fill_recent(window, recent_menu))
     file_menu.addSeparator()
@@ -125,7 +129,27 @@ def build_menus(window: MenuHost) -> WindowActions:
             toolbar.addAction(action)
     window.addToolBar(toolbar)
     return WindowActions(open_image, open_folder, open_video, open_model, save_labels, save_overlay, segment,
-                         cancel, show_overlay, fit, recent_menu, help_menu)
+                         cancel, show_overlay, fit, recent_menu, models_menu, help_menu)
+
+
+def _fill_models(window: MenuHost, menu: QMenu) -> None:
+    """The shipped model and the user model folder's (`leanseg import-model` puts them there), as listed by
+    `leanseg models`: name, format and classes from cards and metadata, nothing run."""
+    from leanseg.core.model.catalog import display_name, installed_models, user_models_dir
+
+    menu.clear()
+    models = installed_models()
+    for model in models:
+        action = menu.addAction(display_name(model.path, model.name))
+        action.setToolTip(f"{model.path}\n{model.summary()}")
+        action.setEnabled(not model.problem)
+        action.triggered.connect(lambda _checked=False, path=model.path: window.open_model(path))
+    if not models:
+        menu.addAction("(none)").setEnabled(False)
+    menu.addSeparator()
+    folder = user_models_dir()
+    note = menu.addAction(f"User folder: {folder}" + ("" if folder.is_dir() else " (none yet)"))
+    note.setEnabled(False)
 
 
 def _fill_recent(window: MenuHost, menu: QMenu) -> None:

@@ -113,3 +113,23 @@ def test_a_bad_model_file_is_named_in_a_message_and_the_window_carries_on(qtbot,
     with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
         window.open_image(write_image(tmp_path / "after.png", 40, 50))
     assert window.viewer.labels.shape == (40, 50)
+
+
+def test_installed_models_open_from_the_file_menu(qtbot, make_window, onnx_model, tmp_path, monkeypatch):
+    installed = tmp_path / "installed"
+    installed.mkdir()
+    shutil.copy(onnx_model, installed / "roads.onnx")
+    samples.write_card(installed / "roads.onnx", name="Road net")
+    (installed / "broken.onnx").write_bytes(b"")
+    monkeypatch.setenv("LEANSEG_MODELS_DIR", str(installed))
+    window = make_window()
+    menu = window.actions.models_menu
+    menu.aboutToShow.emit()
+    actions = {action.text(): action for action in menu.actions() if action.text()}
+    assert actions["broken.onnx"].isEnabled() is False  # listed with its problem in the tooltip
+    assert "cannot be opened" in actions["broken.onnx"].toolTip()
+    assert actions[f"User folder: {installed}"].isEnabled() is False
+    with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
+        actions["Road net (roads.onnx)"].trigger()
+    assert window.model_status.path == installed / "roads.onnx"
+    assert window.model_status.info.class_names == samples.CLASSES
