@@ -109,6 +109,8 @@ class ScreenshotTaker(QObject):
         saved = self.target.grab().save(str(self.path))
         if not saved:
             print(f"leanseg-gui: error: could not write the screenshot {self.path}", file=sys.stderr)
+        if outcome == "finished" and self.window.refusal_notice:  # the shipped model stood in for the given one
+            outcome = "finished with the shipped model: the model given could not be opened"
         self.exit_code = 0 if saved and outcome == "finished" else 1
         print(f"screenshot {self.path} ({outcome})", flush=True)
         self._quit()

@@ -58,7 +58,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         self.result: Segmentation | None = None
         self.model_status: ModelStatus | None = None
         self.model_requested: Path | None = None
-        self._refusal_notice = ""  # why the asked-for model did not open, kept up while the fallback stands in
+        self.refusal_notice = ""  # why the asked-for model did not open, kept up while the fallback stands in
         self.monitor: MemoryMonitor | None = None
         self.error_box: QMessageBox | None = None
         self.last_error = ""
@@ -171,7 +171,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
     def open_model(self, path: Path) -> None:
         """Load a model file on the worker (validated there; a bad file leaves the current model in place)."""
         self.settings.remember_dir("model", path)
-        self._refusal_notice = ""  # a model asked for anew: the last refusal is old news
+        self.refusal_notice = ""  # a model asked for anew: the last refusal is old news
         self.model_requested = Path(path)
         self.controller.configure(Path(path), self.controls.options())
         self.statusBar().showMessage(f"Loading model {Path(path).name}…")  # until it is ready or refused
@@ -236,8 +236,8 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         new_model = self.model_status is None or self.model_status.info is not status.info
         self.model_status = status
         notice = card_notice(status.path, status.info.provenance)
-        if self._refusal_notice:  # the shipped model stands in for one that failed: keep saying so
-            self.banner.show_message(self._refusal_notice)
+        if self.refusal_notice:  # the shipped model stands in for one that failed: keep saying so
+            self.banner.show_message(self.refusal_notice)
         elif notice:
             self.banner.show_card_notice(notice)
         else:
@@ -296,14 +296,15 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         use_default = failed is not None and failed != fallback and fallback.is_file()
         then = (f"Using the shipped model {fallback.name} instead." if use_default
                 else "Open a model file to segment images.")
-        notice = f"<b>The model could not be opened.</b> {html.escape(message)}<br>{then}"
+        reason = message.removeprefix("Could not open the model: ")  # the bold words say it already
+        notice = f"<b>The model could not be opened.</b> {html.escape(reason)}<br>{then}"
         self.banner.show_message(notice)
         self.statusBar().showMessage(message)
         self.last_error = message
         self.error_shown.emit(message)
         if use_default:
             self.open_model(fallback)
-            self._refusal_notice = notice
+            self.refusal_notice = notice
 
     def _on_options_changed(self, options: InferenceOptions) -> None:
         if self.model_requested is None:

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from leanseg.core.assets import DEFAULT_MODEL_NAME
 from leanseg.core.io.images import read_image
 
 from ..core.video_samples import write_video
@@ -93,3 +95,16 @@ def test_version_is_printed():
                           timeout=60)
     assert done.returncode == 0
     assert done.stdout.startswith("leanseg-gui ") and done.stdout.split()[1][0].isdigit()
+
+
+def test_screenshot_with_a_model_that_fails_shows_the_stand_in_and_exits_1(tmp_path, gui_tiny_checkpoint,
+                                                                            no_default_model):
+    shutil.copy(gui_tiny_checkpoint, no_default_model / "models" / DEFAULT_MODEL_NAME)  # the shipped stand-in
+    bad = tmp_path / "mine.onnx"
+    bad.write_bytes(b"not a model")
+    shot = tmp_path / "window.png"
+    done = _screenshot_run(write_image(tmp_path / "street.png", 96, 128), shot, bad, tmp_path / "s.ini")
+    assert done.returncode == 1
+    assert f"screenshot {shot} (finished with the shipped model: the model given could not be opened)" in done.stdout
+    assert f"{bad}: " in done.stderr and "No model is loaded" not in done.stderr + done.stdout
+    assert read_image(shot).pixels.std() > 10
