@@ -9,7 +9,8 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from leanseg.core.io.images import IMAGE_SUFFIXES, to_rgb8
 from leanseg.core.io.outputs import overlay, write_png
-from leanseg.core.model.sources import MODEL_SUFFIXES  # .safetensors, .pt2, .onnx, .leanseg
+from leanseg.core.model.checkpoint import CheckpointError
+from leanseg.core.model.sources import MODEL_SUFFIXES, detect_format  # .safetensors, .pt2, .onnx, .leanseg
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
 IMAGE_FILTER = "Images (" + " ".join(f"*{s}" for s in IMAGE_SUFFIXES) + ");;All files (*)"
@@ -19,7 +20,8 @@ MODEL_FILTER = ("Models (" + " ".join(f"*{s}" for s in MODEL_SUFFIXES) + ");;lea
 
 
 def path_kind(path: Path) -> str:
-    """'folder', 'video', 'model' or 'image' (anything else is tried as an image and fails with a clear message)."""
+    """'folder', 'video', 'model' or 'image' by the name, and by the content for a name that is none of them
+    (anything else is tried as an image and fails with a clear message)."""
     if path.is_dir():
         return "folder"
     suffix = path.suffix.lower()
@@ -27,7 +29,17 @@ def path_kind(path: Path) -> str:
         return "video"
     if suffix in MODEL_SUFFIXES:
         return "model"
+    if suffix not in IMAGE_SUFFIXES and path.is_file() and _is_model_file(path):
+        return "model"  # a model under another name (mynet.bin): the CLI opens it by content too
     return "image"
+
+
+def _is_model_file(path: Path) -> bool:
+    try:
+        detect_format(path)
+    except CheckpointError:
+        return False
+    return True
 
 
 class FileActionsMixin(QMainWindow):

@@ -53,10 +53,16 @@ def test_the_cards_name_and_architecture_are_shown(qtbot, make_window, onnx_mode
     assert "TinySegNet, 5 classes" in about_text(window.model_status)
 
 
-def test_the_open_dialog_and_drops_take_every_model_format() -> None:
+def test_the_open_dialog_and_drops_take_every_model_format(onnx_model, tmp_path) -> None:
     for suffix in (".safetensors", ".pt2", ".onnx", ".leanseg"):
         assert f"*{suffix}" in MODEL_FILTER.split(";;")[0]
         assert path_kind(Path(f"net{suffix}")) == "model"
+    renamed = tmp_path / "net.bin"  # a model under another name opens by its content, as in the CLI
+    shutil.copy(onnx_model, renamed)
+    assert path_kind(renamed) == "model"
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a model")
+    assert path_kind(notes) == "image"  # tried as an image, which names the problem
 
 
 def test_without_a_card_the_banner_says_what_was_assumed_and_the_editor_saves_one(qtbot, make_window, onnx_model,
