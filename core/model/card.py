@@ -29,8 +29,12 @@ CHANNEL_ORDERS = ("RGB", "BGR")
 GOLDEN_RATIO_CONJUGATE = 0.6180339887498949
 TOP_KEYS = ("card_version", "name", "architecture", "classes", "colours", "input", "output", "weights")
 INPUT_KEYS = ("channels", "range", "mean", "std", "size_multiple", "channel_order")
-# Names a card writer reaches for first; any other key this version does not read is kept, unread.
-KEY_SLIPS = {"class_names": "classes", "labels": "classes", "palette": "colours"}
+# The keys that change the result: a near miss of one of these is refused (a near miss of a free-text key,
+# "weight" or "architecure", is kept unread like any other key this version does not read).
+READ_KEYS = ("card_version", "classes", "colours", "input", "output")
+READ_INPUT_KEYS = ("channels", "mean", "std", "size_multiple", "channel_order")
+# Names a card writer reaches for first for the classes or their colours.
+KEY_SLIPS = {"class_names": "classes", "labels": "classes", "names": "classes", "palette": "colours"}
 KEY_SPELLINGS = {"colors": "colours"}  # read as the key they spell
 
 
@@ -159,11 +163,11 @@ def _check_key_slips(raw: dict[str, Any], inputs: dict[str, Any], source: str) -
             continue
         if key in INPUT_KEYS:
             raise CardError(f'{source}: "{key}" belongs inside "input": {{"input": {{"{key}": ...}}}}')
-        meant = KEY_SLIPS.get(key) or next(iter(difflib.get_close_matches(key, TOP_KEYS, n=1, cutoff=0.8)), None)
+        meant = KEY_SLIPS.get(key) or next(iter(difflib.get_close_matches(key, READ_KEYS, n=1, cutoff=0.8)), None)
         if meant is not None and meant not in raw:
             raise CardError(f'{source}: unknown key "{key}"; did you mean "{meant}"?')
     for key in inputs:
-        meant = next(iter(difflib.get_close_matches(key, INPUT_KEYS, n=1, cutoff=0.8)), None)
+        meant = next(iter(difflib.get_close_matches(key, READ_INPUT_KEYS, n=1, cutoff=0.8)), None)
         if key not in INPUT_KEYS and meant is not None and meant not in inputs:
             raise CardError(f'{source}: unknown key "input.{key}"; did you mean "input.{meant}"?')
 

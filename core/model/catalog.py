@@ -29,7 +29,10 @@ def shipped_models_dir() -> Path:
 def model_path_argument(text: str) -> Path:
     """A --model value: the path when it exists; else, for a bare name (`tinyunet`, `tinyunet.leanseg`), the
     installed model of that file name or stem, the user folder's before the shipped one's."""
-    path = Path(text).expanduser()
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # ~nosuchuser/...: left as given, and opening it says there is no such file
+        return Path(text)
     if path.exists() or path.parent != Path("."):
         return path
     preference = (".leanseg", ".safetensors", ".pt2", ".onnx")  # a bundle carries its card; a bare graph may not

@@ -276,6 +276,7 @@ def test_a_card_that_is_not_json_is_one_line(models: dict[str, Path], tmp_path: 
     ({"classes": ["a"]}, 'no card_version; a card starts {"card_version": 1'),
     ({"card_version": 1, "clases": ["a"]}, 'unknown key "clases"; did you mean "classes"?'),
     ({"card_version": 1, "class_names": ["a"]}, 'unknown key "class_names"; did you mean "classes"?'),
+    ({"card_version": 1, "names": ["a"]}, 'unknown key "names"; did you mean "classes"?'),
     ({"card_version": 1, "mean": [0.5, 0.5, 0.5]}, '"mean" belongs inside "input"'),
     ({"card_version": 1, "input": {"size_multiples": 32}}, 'did you mean "input.size_multiple"?'),
     ({"card_version": 1, "input": {"mean": [123.7, 116.3, 103.5], "std": [58.4, 57.1, 57.4]}},
@@ -295,7 +296,8 @@ def test_keys_this_version_does_not_read_are_kept_and_colors_is_colours(models: 
                                                                         tmp_path: Path) -> None:
     shutil.copy(models["onnx"], tmp_path / "net.onnx")
     colours = [[10 * i, 20, 30] for i in range(len(samples.CLASSES))]
-    card = {"card_version": 1, "classes": list(samples.CLASSES), "colors": colours, "license": "MIT"}
+    card = {"card_version": 1, "classes": list(samples.CLASSES), "colors": colours, "license": "MIT",
+            "weight": "random", "architecure": "a typo in free text changes nothing", "input": {"ranges": "0..1"}}
     (tmp_path / "net.json").write_text(json.dumps(card))
     loaded = load_model(tmp_path / "net.onnx")
     assert [list(c) for c in loaded.info.class_colours] == colours
@@ -339,3 +341,22 @@ def test_an_installed_model_is_found_by_its_name(models: dict[str, Path], image:
     assert segment_cli(image[0], Path("roads"), tmp_path / "none") == 2
     assert "roads: no such file, nor an installed model of that name (`leanseg models`" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
+
+
+def test_a_model_name_is_looked_up_in_the_user_folder_before_the_shipped_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from leanseg.core.model.catalog import model_path_argument
+
+    user, assets = tmp_path / "user", tmp_path / "assets"
+    (assets / "models").mkdir(parents=True)
+    user.mkdir()
+    for folder in (user, assets / "models"):
+        (folder / "roads.onnx").write_bytes(b"x")
+    (assets / "models" / "shipped.safetensors").write_bytes(b"x")
+    monkeypatch.setenv("LEANSEG_MODELS_DIR", str(user))
+    monkeypatch.setenv("LEANSEG_ASSETS", str(assets))
+    monkeypatch.chdir(tmp_path)
+    assert model_path_argument("roads") == user / "roads.onnx"
+    assert model_path_argument("shipped") == assets / "models" / "shipped.safetensors"
+    assert model_path_argument("elsewhere/roads") == Path("elsewhere/roads")  # a path is a path
+    assert model_path_argument("~nosuchuser/net.pt2") == Path("~nosuchuser/net.pt2")  # no traceback
