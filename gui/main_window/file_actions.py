@@ -35,11 +35,20 @@ def path_kind(path: Path) -> str:
 
 
 def _is_model_file(path: Path) -> bool:
+    """A .pt2, .safetensors or .leanseg by its header; an ONNX file only when it parses as a graph (its sniff is
+    one byte, which text and RIFF or BMP images can share)."""
     try:
-        detect_format(path)
+        kind = detect_format(path)
     except CheckpointError:
         return False
-    return True
+    if kind != "onnx":
+        return True
+    import onnx
+
+    try:
+        return len(onnx.load(str(path), load_external_data=False).graph.node) > 0
+    except Exception:  # noqa: BLE001 - any parse failure: not an ONNX model, so not a model
+        return False
 
 
 class FileActionsMixin(QMainWindow):

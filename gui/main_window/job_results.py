@@ -51,7 +51,8 @@ class JobResultsMixin(QMainWindow):
             return
         self._set_busy(False)
         if message == NO_MODEL_MESSAGE and self.model_status is None and self.model_requested is not None:
-            return  # the asked-for model failed and the shipped one is loading: it segments the image when ready
+            self.job_waits_for_model = True  # the asked-for model failed and the shipped one is loading:
+            return  # it segments the image when ready (or the job fails with it)
         self.controls.show_outcome("failed", complete=False)
         self.show_error("leanseg", message)
         self.job_ended.emit("failed")

@@ -59,6 +59,8 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         self.model_status: ModelStatus | None = None
         self.model_requested: Path | None = None
         self.refusal_notice = ""  # why the asked-for model did not open, kept up while the fallback stands in
+        self._stand_in_loading = False  # the shipped model is loading in place of one that failed
+        self.job_waits_for_model = False  # an image job found no model while the stand-in loads
         self.monitor: MemoryMonitor | None = None
         self.error_box: QMessageBox | None = None
         self.last_error = ""
@@ -171,7 +173,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
     def open_model(self, path: Path) -> None:
         """Load a model file on the worker (validated there; a bad file leaves the current model in place)."""
         self.settings.remember_dir("model", path)
-        self.refusal_notice = ""  # a model asked for anew: the last refusal is old news
+        self._stand_in_loading = False
         self.model_requested = Path(path)
         self.controller.configure(Path(path), self.controls.options())
         self.statusBar().showMessage(f"Loading model {Path(path).name}…")  # until it is ready or refused
@@ -235,6 +237,10 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         # each model file it loads, even the same file again.
         new_model = self.model_status is None or self.model_status.info is not status.info
         self.model_status = status
+        self.job_waits_for_model = False  # the image is segmented below
+        if new_model and not self._stand_in_loading:
+            self.refusal_notice = ""  # a model the user asked for is in use: the refusal is old news
+        self._stand_in_loading = False
         notice = card_notice(status.path, status.info.provenance)
         if self.refusal_notice:  # the shipped model stands in for one that failed: keep saying so
             self.banner.show_message(self.refusal_notice)
@@ -284,8 +290,13 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
             self._on_job_finished(job_id, Segmentation(given[1], 0.0, 0, self.model_status.device))
 
     def _on_model_failed(self, message: str) -> None:
+        reason = message.removeprefix("Could not open the model: ")  # the banner's bold words say it already
         if self.model_status is not None:  # a model is loaded and stays: say why the new one was refused
             self.model_requested = self.model_status.path
+            if self.refusal_notice:  # the stand-in stays in use: the banner names the latest refusal
+                self.refusal_notice = (f"<b>The model could not be opened.</b> {html.escape(reason)}<br>Still "
+                                       f"using the shipped model {self.model_status.path.name}.")
+                self.banner.show_message(self.refusal_notice)
             self.show_error("Model", message)
             return
         failed = self.model_requested
@@ -296,7 +307,6 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         use_default = failed is not None and failed != fallback and fallback.is_file()
         then = (f"Using the shipped model {fallback.name} instead." if use_default
                 else "Open a model file to segment images.")
-        reason = message.removeprefix("Could not open the model: ")  # the bold words say it already
         notice = f"<b>The model could not be opened.</b> {html.escape(reason)}<br>{then}"
         self.banner.show_message(notice)
         self.statusBar().showMessage(message)
@@ -304,7 +314,11 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         self.error_shown.emit(message)
         if use_default:
             self.open_model(fallback)
-            self.refusal_notice = notice
+            self._stand_in_loading, self.refusal_notice = True, notice
+        elif self.job_waits_for_model:  # no stand-in either: the image's job ends here
+            self.job_waits_for_model = False
+            self.controls.show_outcome("failed", complete=False)
+            self.job_ended.emit("failed")
 
     def _on_options_changed(self, options: InferenceOptions) -> None:
         if self.model_requested is None:

@@ -110,6 +110,28 @@ def test_the_refusal_stays_up_while_the_shipped_model_stands_in(qtbot, settings_
     assert window.banner.isVisible()
     text = window.banner.text.text()
     assert "could not be opened" in text and str(bad) in text and "Using the shipped model" in text
+    # the same bad file again: refused, and the banner says the stand-in is still in use, also after a change
+    # of options (which reloads the stand-in)
+    with qtbot.waitSignal(window.error_shown, timeout=JOB_TIMEOUT_MS):
+        window.open_model(bad)
+    assert window.banner.isVisible() and "Still using the shipped model" in window.banner.text.text()
     with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
-        window.open_model(gui_tiny_checkpoint)
-    assert not window.banner.isVisible()
+        window.controls.engine.setCurrentIndex(1 - window.controls.engine.currentIndex())
+    assert window.banner.isVisible() and str(bad) in window.banner.text.text()
+    with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
+        window.open_model(gui_tiny_checkpoint)  # a model the user asked for: the refusal is old news
+    assert not window.banner.isVisible() and window.refusal_notice == ""
+
+
+def test_an_image_waiting_for_a_stand_in_that_fails_too_ends_failed(qtbot, settings_path, no_default_model,
+                                                                    tmp_path):
+    (no_default_model / "models" / DEFAULT_MODEL_NAME).write_bytes(b"\x00" * 64)  # a damaged install
+    bad = tmp_path / "mine.onnx"
+    bad.write_bytes(b"not an onnx model")
+    window = MainWindow(settings=AppSettings(settings_path), model_path=bad)
+    qtbot.addWidget(window)
+    window.show()
+    with qtbot.waitSignal(window.job_ended, timeout=JOB_TIMEOUT_MS) as ended:
+        window.open_image(write_image(tmp_path / "street.png", 32, 48))
+    assert ended.args == ["failed"]
+    assert window.model_status is None and "Open a model file" in window.banner.text.text()
