@@ -19,14 +19,12 @@ def leanseg_version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from leanseg.core.model.catalog import model_path_argument  # torch: the app needs it next anyway
-
     # `leanseg-gui`, or `leanseg gui` when started by that command (it names argv[0] so)
     prog = Path(sys.argv[0]).name if sys.argv and not sys.argv[0].endswith(".py") else "leanseg-gui"
     parser = argparse.ArgumentParser(prog=prog, description="leanseg desktop app.")
     parser.add_argument("--version", action="version", version=f"leanseg-gui {leanseg_version()}")
     parser.add_argument("path", nargs="?", type=Path, metavar="IMAGE|FOLDER|VIDEO", help="open this at start")
-    parser.add_argument("--model", type=model_path_argument,
+    parser.add_argument("--model", metavar="MODEL",
                         help="model file (.safetensors, .pt2, .onnx, .leanseg) or an installed model's name "
                              "(`leanseg models`); default: the last one used, else the shipped CamVid model")
     parser.add_argument("--screenshot", type=Path, metavar="PNG",
@@ -64,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     app.setOrganizationName("leanseg")
     apply_style(app)  # type: ignore[arg-type]
     settings = AppSettings(args.settings)
-    window = MainWindow(settings=settings, model_path=args.model)
+    from leanseg.core.model.catalog import model_path_argument  # after parsing: --help needs no torch
+
+    model = model_path_argument(args.model) if args.model else None
+    window = MainWindow(settings=settings, model_path=model)
     taker = None
     if args.screenshot is not None:
         width, height = (int(v) for v in args.size.lower().split("x"))

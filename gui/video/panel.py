@@ -6,6 +6,7 @@ the GUI thread as ShownFrame objects; the panel draws them and tells the player 
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -32,6 +33,8 @@ from .export import VideoExport
 from .export_actions import ExportActionsMixin, clock_text
 from .player import ShownFrame, VideoPlayback
 
+LEGEND_EVERY_S = 0.25  # while playing, the legend's class shares follow the frames at most 4 times a second
+
 
 class VideoPanel(ExportActionsMixin):
     """`open_video(path)`, then play/pause, seek and `export_to(path)`; non-modal, one video at a time."""
@@ -56,6 +59,7 @@ class VideoPanel(ExportActionsMixin):
         self.colours: tuple[tuple[int, int, int], ...] = ()
         self.class_names: tuple[str, ...] = ()
         self.last_frame: ShownFrame | None = None
+        self._legend_drawn_at = 0.0  # when the legend's class shares last followed a frame
         self.last_summary: VideoJobSummary | None = None
         self.exporting = False  # from export_to until finished/failed arrives
         self.playback = VideoPlayback(self)
@@ -185,7 +189,10 @@ class VideoPanel(ExportActionsMixin):
                 self.viewer.set_labels(shown.labels, self.colours, self.class_names)
             else:
                 self.viewer.clear_labels()
-            self.legend.set_labels(shown.labels if self.colours else None)
+            now = time.monotonic()
+            if not self.playback.playing or now - self._legend_drawn_at >= LEGEND_EVERY_S:
+                self.legend.set_labels(shown.labels if self.colours else None)
+                self._legend_drawn_at = now
             self.last_frame = shown
             self._show_position(shown)
         finally:
@@ -225,6 +232,7 @@ class VideoPanel(ExportActionsMixin):
         self.colours, self.class_names = (), ()
         self.legend.set_classes((), ())
         self.model_label.setText("No model: the video plays without an overlay")
+        self.model_label.setToolTip("")
         if self.model_path is None:
             return
         try:
