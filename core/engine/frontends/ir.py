@@ -40,10 +40,6 @@ def check_size(x: Tensor, heights: tuple[int, int], widths: tuple[int, int],
     sizes 32 * n); else a ValueError that says so."""
     height, width = int(x.shape[2]), int(x.shape[3])
     if not (heights[0] <= height <= heights[1] and widths[0] <= width <= widths[1]):
-        if heights[0] == heights[1] and widths[0] == widths[1]:
-            raise OutsideCapturedSizes(
-                f"exported for {heights[0]}x{widths[0]} inputs only, not {height}x{width}: export it again with a "
-                "dynamic height and width (torch.export's dynamic_shapes; README, 'Exporting a PyTorch model')")
         raise OutsideCapturedSizes(f"the captured graph holds for heights {heights[0]}..{heights[1]} and widths "
                          f"{widths[0]}..{widths[1]}, not {height}x{width} (the model branches on its input size)")
     if height % multiples[0] or width % multiples[1]:
