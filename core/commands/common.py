@@ -17,7 +17,7 @@ from ..assets import default_model_path
 from ..events import EventSink, JobEvent
 from ..io.images import DEFAULT_MAX_PIXELS, set_max_pixels
 from ..memory import MemoryMonitor, parse_bytes
-from ..model.catalog import model_path_argument
+from ..model.catalog import display_name, model_path_argument
 from ..model.checkpoint import CheckpointError, LoadedModel
 from ..model.sources import load_model as open_model_file
 from ..predict import ENGINES, MIRROR_MODES, PRECISIONS, TILING_MODES, InferenceOptions, Segmenter
@@ -135,8 +135,8 @@ def describe_segmenter(segmenter: Segmenter) -> str:
     card = provenance.get("card")
     in_file = provenance.get("format") in ("bundle", "leanseg")  # its card travels inside it
     card_note = f", card {Path(card).name}" if card and card != "defaults" and not in_file else ""
-    path, name = segmenter.loaded.path, str(provenance.get("name") or "")
-    named = str(path) if path is None or name in ("", path.name, path.stem) else f"{name} ({path})"
+    path = segmenter.loaded.path
+    named = display_name(path, str(provenance.get("name") or ""), str(path)) if path else "model"
     line = (f"model {named} ({segmenter.info.config.num_classes} classes{card_note}) on {segmenter.device}, "
             f"engine {options.engine}, {options.precision}")
     if options.mirror == "flip":

@@ -109,12 +109,13 @@ def _bundle_card(path: Path) -> ModelCard:
     return card_from_json(raw, f"{path} (card)")
 
 
-def display_name(path: Path | None, name: str) -> str:
-    """A model as the app shows it: the file's name, after its card's name where that says more
-    ("Street U-Net (v3.onnx)")."""
+def display_name(path: Path | None, name: str, file_text: str | None = None) -> str:
+    """A model as the app shows it: the file (`file_text`, default its name), after its card's name where that
+    says more ("Street U-Net (v3.onnx)")."""
     if path is None:
         return name or "model"
-    return path.name if name in ("", path.name, path.stem) else f"{name} ({path.name})"
+    file_text = path.name if file_text is None else file_text
+    return file_text if name in ("", path.name, path.stem) else f"{name} ({file_text})"
 
 
 def model_classes(path: Path) -> tuple[tuple[str, ...], tuple[tuple[int, int, int], ...]]:
