@@ -118,10 +118,10 @@ def display_name(path: Path | None, name: str, file_text: str | None = None) -> 
     return file_text if name in ("", path.name, path.stem) else f"{name} ({file_text})"
 
 
-def model_classes(path: Path) -> tuple[tuple[str, ...], tuple[tuple[int, int, int], ...]]:
-    """(class names, colours) of a model file: from its metadata or card when they name the classes (cheap),
-    else by opening it (the count comes from the graph); CheckpointError naming the file."""
-    described = describe_file(path)
+def model_classes(described: InstalledModel) -> tuple[tuple[str, ...], tuple[tuple[int, int, int], ...]]:
+    """(class names, colours) of a described model file (`describe_file`): from its metadata or card when they
+    name the classes (cheap), else by opening it (the count comes from the graph); CheckpointError naming it."""
+    path = described.path
     if described.problem:
         raise CheckpointError(f"{path}: {described.problem}")
     if described.format == "leanseg":

@@ -189,11 +189,9 @@ class VideoPanel(ExportActionsMixin):
                 self.viewer.set_labels(shown.labels, self.colours, self.class_names)
             else:
                 self.viewer.clear_labels()
-            now = time.monotonic()
-            if not self.playback.playing or now - self._legend_drawn_at >= LEGEND_EVERY_S:
-                self.legend.set_labels(shown.labels if self.colours else None)
-                self._legend_drawn_at = now
             self.last_frame = shown
+            if not self.playback.playing or time.monotonic() - self._legend_drawn_at >= LEGEND_EVERY_S:
+                self._show_shares()
             self._show_position(shown)
         finally:
             self.playback.frame_drawn()
@@ -217,6 +215,13 @@ class VideoPanel(ExportActionsMixin):
 
     def _on_playing_changed(self, playing: bool) -> None:
         self.play_button.setText("Pause" if playing else "Play")
+        if not playing:
+            self._show_shares()  # the frame it stopped on, which the 4 Hz legend may have skipped
+
+    def _show_shares(self) -> None:
+        frame = self.last_frame
+        self.legend.set_labels(frame.labels if frame is not None and self.colours else None)
+        self._legend_drawn_at = time.monotonic()
 
     def _on_slider(self, value: int) -> None:
         if self.source is not None:
@@ -236,14 +241,15 @@ class VideoPanel(ExportActionsMixin):
         if self.model_path is None:
             return
         try:
-            names, colours = model_classes(self.model_path)
+            described = describe_file(self.model_path)  # its card or metadata, read once for names and classes
+            names, colours = model_classes(described)
         except Exception as err:  # noqa: BLE001 - a bad model file is reported, the panel stays usable
             self._show_error(f"Could not read the model {self.model_path}: {err}")
             return
         self.colours = tuple((int(r), int(g), int(b)) for r, g, b in colours)
         self.class_names = tuple(names)
         self.legend.set_classes(self.class_names, self.colours)
-        shown = display_name(self.model_path, describe_file(self.model_path).name)
+        shown = display_name(self.model_path, described.name)
         self.model_label.setText(f"Model: {shown} · {len(names)} classes")
         self.model_label.setToolTip(str(self.model_path))
 
