@@ -291,11 +291,14 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
 
     def _on_model_failed(self, message: str) -> None:
         reason = message.removeprefix("Could not open the model: ")  # the banner's bold words say it already
+
+        def notice(then: str) -> str:
+            return f"<b>The model could not be opened.</b> {html.escape(reason)}<br>{then}"
+
         if self.model_status is not None:  # a model is loaded and stays: say why the new one was refused
             self.model_requested = self.model_status.path
             if self.refusal_notice:  # the stand-in stays in use: the banner names the latest refusal
-                self.refusal_notice = (f"<b>The model could not be opened.</b> {html.escape(reason)}<br>Still "
-                                       f"using the shipped model {self.model_status.path.name}.")
+                self.refusal_notice = notice(f"Still using the shipped model {self.model_status.path.name}.")
                 self.banner.show_message(self.refusal_notice)
             self.show_error("Model", message)
             return
@@ -305,16 +308,15 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         self._refresh_actions()
         fallback = default_model_path()
         use_default = failed is not None and failed != fallback and fallback.is_file()
-        then = (f"Using the shipped model {fallback.name} instead." if use_default
-                else "Open a model file to segment images.")
-        notice = f"<b>The model could not be opened.</b> {html.escape(reason)}<br>{then}"
-        self.banner.show_message(notice)
+        text = notice(f"Using the shipped model {fallback.name} instead." if use_default
+                      else "Open a model file to segment images.")
+        self.banner.show_message(text)
         self.statusBar().showMessage(message)
         self.last_error = message
         self.error_shown.emit(message)
         if use_default:
             self.open_model(fallback)
-            self._stand_in_loading, self.refusal_notice = True, notice
+            self._stand_in_loading, self.refusal_notice = True, text
         elif self.job_waits_for_model:  # no stand-in either: the image's job ends here
             self.job_waits_for_model = False
             self.controls.show_outcome("failed", complete=False)
