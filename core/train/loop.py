@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..device import resolve_device
@@ -28,6 +27,7 @@ from .ema import WeightAverage
 from .evaluate import evaluate_model
 from .frames import run_frames
 from .lean import autocast_for
+from .losses import segmentation_loss
 from .metrics import iou_per_class, mean_iou
 from .options import TrainConfig
 from .state import load_state, save_state
@@ -183,8 +183,8 @@ def _train_epoch(model: nn.Module, ema: WeightAverage | None, data: PairCache, o
         y = torch.from_numpy(np.stack([b[1] for b in batch])).to(device).long()
         with autocast_for(device, config.precision):
             logits = model(x)
-        loss = F.cross_entropy(logits.float(), y, weight=weights, ignore_index=ignore,
-                               label_smoothing=config.label_smoothing)
+        loss = segmentation_loss(logits, y, class_weights=weights, ignore_index=ignore,
+                                 label_smoothing=config.label_smoothing, lovasz_weight=config.lovasz_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
