@@ -4,34 +4,37 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import pkgutil
 import sys
 
 from . import __version__, commands
-from .commands.gui import start_app
+from .commands import SUMMARIES, module_name
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every sub-command's parser; with `only`, that command's alone in full and the others as their names
+    and one-line help (enough for the listing and for argparse's choices, without importing their modules)."""
     parser = argparse.ArgumentParser(prog="leanseg", description="Memory-lean U-Net segmentation.")
     parser.add_argument("--version", action="version", version=f"leanseg {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(sub)
+    for command, summary in SUMMARIES.items():
+        if only is None or command == only:
+            importlib.import_module(f"{commands.__name__}.{module_name(command)}").register(sub)
+        else:
+            sub.add_parser(command, help=summary)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one sub-command; the exit code says whether everything succeeded."""
-    parser = build_parser()
     words = sys.argv[1:] if argv is None else argv
+    if words and words[0] == "gui":  # every word after it, --help included, is the app's: argparse would take them
+        from .commands.gui import start_app
+
+        return start_app(words[1:])
+    parser = build_parser(only=words[0] if words else "")  # "" or a word that names no command: none in full
     if not words:
         parser.print_help()  # a bare `leanseg`: what it can do, not a usage error
         return 0
-    if words[0] == "gui":  # every word after it, --help included, is the app's: argparse would take options
-        return start_app(words[1:])
     args = parser.parse_args(words)
     try:
         return int(args.run(args) or 0)

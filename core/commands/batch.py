@@ -21,6 +21,7 @@ from ..jobs.batch_plan import BatchSettings, left_out_note, require_images
 from ..jobs.folder_lock import FolderLock
 from ..jobs.manifest import ManifestError
 from ..memory import format_bytes
+from . import SUMMARIES
 from .batch_ray import add_ray_options, check_ray_arguments, ray_requested, run_on_ray
 from .common import (
     CommandError,
@@ -38,7 +39,7 @@ EXIT_CODES = "exit code: 0 every image is segmented, 1 some failed, 2 usage erro
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("batch", help="segment a folder of images (resumable)", description=__doc__,
+    parser = sub.add_parser("batch", help=SUMMARIES["batch"], description=__doc__,
                             epilog=EXIT_CODES, formatter_class=HELP_FORMATTER)
     parser.add_argument("in_dir", type=Path, metavar="IN_DIR", help="folder of images (never modified)")
     parser.add_argument("--out", type=Path, required=True, metavar="OUT_DIR", help="output folder (created)")

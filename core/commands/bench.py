@@ -6,6 +6,7 @@ import importlib
 from pathlib import Path
 
 from ..device import resolve_device
+from . import SUMMARIES
 from .common import report_error
 from .options import HELP_FORMATTER, add_device_option
 
@@ -14,7 +15,7 @@ MODES = {"inference": "inference", "train": "training", "sizes": "tiling", "zoo"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("bench", help="measure memory and time, each configuration in its own process",
+    parser = sub.add_parser("bench", help=SUMMARIES["bench"],
                             description=__doc__, formatter_class=HELP_FORMATTER)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--train", action="store_true", help="benchmark one training step (plain/checkpointed/bf16)")

@@ -14,12 +14,13 @@ from ..io.images import ImageReadError, read_image
 from ..train.dataset import DatasetError, find_pairs
 from ..train.frames import sequence_of
 from ..train.metrics import confusion_matrix, iou_per_class, mean_iou, pixel_accuracy
+from . import SUMMARIES
 from .common import CommandError, add_inference_options, build_segmenter, report_error
 from .progress import ProgressBar
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("eval", help="mean IoU of a model on a labelled split", description=__doc__)
+    p = sub.add_parser("eval", help=SUMMARIES["eval"], description=__doc__)
     p.add_argument("--data", type=Path, required=True, help="folder with SPLIT.txt or SPLIT/images + SPLIT/labels")
     p.add_argument("--split", default="val", help="default val")
     p.add_argument("--json", type=Path, default=None, help="write the figures here (default: OUT/eval_SPLIT.json)")

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from importlib.metadata import entry_points
 
+from . import SUMMARIES
 from .common import CommandError, report_error
 
 GUI_SCRIPT = "leanseg-gui"
@@ -18,7 +19,7 @@ PROG = "leanseg gui"  # the app's usage and --help name the command the user typ
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("gui", help="open the desktop app (leanseg gui --help: its options)",
+    parser = sub.add_parser("gui", help=SUMMARIES["gui"],
                             add_help=False)  # --help goes to the app, whose parser knows its options
     parser.add_argument("gui_args", nargs=argparse.REMAINDER, metavar="...")
     parser.set_defaults(run=run)

@@ -16,12 +16,13 @@ from ..model.card import CardError, ModelCard, card_for, card_path_for, read_car
 from ..model.catalog import user_models_dir
 from ..model.checkpoint import CheckpointError, LoadedModel
 from ..model.sources import describe, detect_format, load_graph
+from . import SUMMARIES
 from .common import CommandError, report_error
 from .options import HELP_FORMATTER
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("import-model", help="bundle a .pt2/.onnx graph and its card into one .leanseg file",
+    parser = sub.add_parser("import-model", help=SUMMARIES["import-model"],
                             description=__doc__, formatter_class=HELP_FORMATTER)
     parser.add_argument("source", type=Path, metavar="SRC", help="the graph: a torch.export .pt2 or an .onnx")
     parser.add_argument("--card", type=Path, default=None, metavar="CARD.json",

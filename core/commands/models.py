@@ -12,11 +12,12 @@ from pathlib import Path
 from ..model.catalog import InstalledModel, installed_models, shipped_models_dir, user_models_dir
 from ..model.checkpoint import CheckpointError
 from ..model.sources import describe, load_model
+from . import SUMMARIES
 from .options import HELP_FORMATTER
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("models", help="list the installed models with their cards", description=__doc__,
+    parser = sub.add_parser("models", help=SUMMARIES["models"], description=__doc__,
                             formatter_class=HELP_FORMATTER)
     parser.add_argument("--dir", type=Path, default=None, metavar="DIR",
                         help="the user model folder (default: $LEANSEG_MODELS_DIR or ~/.local/share/leanseg/models)")

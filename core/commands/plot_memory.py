@@ -10,6 +10,7 @@ import numpy as np
 
 from ..memory.log import MemoryLog, read_memory_csv
 from ..plotting import CHART_FORMATS
+from . import SUMMARIES
 from .common import report_error
 from .options import HELP_FORMATTER
 
@@ -19,7 +20,7 @@ _CURVES = (("allocated", "allocated"), ("reserved", "reserved"), ("peak", "peak 
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("plot-memory", help="draw a --memory-log CSV as a PNG, SVG or PDF chart",
+    parser = sub.add_parser("plot-memory", help=SUMMARIES["plot-memory"],
                             description=__doc__, formatter_class=HELP_FORMATTER)
     parser.add_argument("log", type=Path, metavar="FILE.csv", help="a file written by --memory-log")
     parser.add_argument("--out", type=Path, required=True, metavar="FILE.png",

@@ -16,6 +16,7 @@ from ..memory import format_bytes
 from ..model.catalog import model_path_argument
 from ..profile import CONFIGURATION_NAMES, LabRequest, LabResult, ModelSpec, default_spec, run_lab, write_lab
 from ..profile.records import MemoryProfile
+from . import SUMMARIES
 from .common import report_error
 from .options import HELP_FORMATTER, add_chart_format_option, add_device_option
 
@@ -23,7 +24,7 @@ TOLERANCE = 0.10  # the profile should explain the measured peak within this sha
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("profile", help="memory profile and train/eval/engine comparison of one model",
+    parser = sub.add_parser("profile", help=SUMMARIES["profile"],
                             description=__doc__, formatter_class=HELP_FORMATTER)
     parser.add_argument("--model", type=model_path_argument, default=None,
                         help="a .safetensors checkpoint, .pt2, .onnx or .leanseg, or an installed model's name; "

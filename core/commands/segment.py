@@ -8,6 +8,7 @@ from pathlib import Path
 from ..events import JobEvent
 from ..jobs import ManifestError, segment_files
 from ..memory import format_bytes
+from . import SUMMARIES
 from .common import (
     CommandError,
     add_inference_options,
@@ -23,7 +24,7 @@ from .options import HELP_FORMATTER, add_overlay_options, add_probs_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("segment", help="segment image files", description=__doc__,
+    parser = sub.add_parser("segment", help=SUMMARIES["segment"], description=__doc__,
                             formatter_class=HELP_FORMATTER)
     parser.add_argument("images", nargs="+", type=Path, metavar="IMAGE",
                         help="image files (PNG, JPEG, TIFF 8/16-bit, BMP, ...); each gets NAME_labels.png")

@@ -9,13 +9,14 @@ from pathlib import Path
 from ..assets import assets_dir
 from ..train.dataset import DatasetError
 from ..train.options import MODEL_KINDS, PRECISIONS, TrainConfig
+from . import SUMMARIES
 from .common import report_error
 from .options import HELP_FORMATTER, add_device_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     defaults = TrainConfig(data_dir="", spec_path="", out_dir="")
-    p = sub.add_parser("train", help="train a model on image/label pairs", description=__doc__,
+    p = sub.add_parser("train", help=SUMMARIES["train"], description=__doc__,
                        formatter_class=HELP_FORMATTER)
     p.add_argument("--data", type=Path, required=True, help="folder with train.txt/val.txt or split/images+labels")
     p.add_argument("--spec", type=Path, default=assets_dir() / "datasets" / "camvid.json",
@@ -89,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
             val_split="" if args.val_split.lower() == "none" else args.val_split,
             holdout_sequence=args.holdout_sequence, scale_range=tuple(args.scale_range), jitter=args.jitter,
             exposure=tuple(args.exposure), colour_cast=args.colour_cast, class_weighting=args.class_weighting,
-            weight_decay=args.weight_decay, ema_decay=args.ema,
-            label_smoothing=args.label_smoothing, lovasz_weight=args.lovasz, finetune_full_epochs=args.finetune_full_epochs,
+            weight_decay=args.weight_decay, ema_decay=args.ema, label_smoothing=args.label_smoothing,
+            lovasz_weight=args.lovasz, finetune_full_epochs=args.finetune_full_epochs,
             full_crop=tuple(args.full_crop), init_from=str(args.init_from or ""),
         )
         command = "leanseg " + " ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--resume")

@@ -22,6 +22,7 @@ from ..jobs.video_guard import VideoOutputGuard
 from ..memory import format_bytes
 from ..memory.log import sidecar_path
 from ..predict import Segmenter
+from . import SUMMARIES
 from .common import (
     CommandError,
     add_inference_options,
@@ -38,7 +39,7 @@ from .progress import JobProgress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("video", help="segment a video into an overlay video", description=__doc__,
+    parser = sub.add_parser("video", help=SUMMARIES["video"], description=__doc__,
                             formatter_class=HELP_FORMATTER)
     parser.add_argument("input", type=Path, metavar="IN", help="video file (MP4, MOV, AVI, MKV, ...)")
     parser.add_argument("--out", type=Path, required=True, metavar="OUT",

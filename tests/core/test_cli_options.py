@@ -136,3 +136,27 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly() -> None:
     stderr = proc.stderr.read()
     assert proc.wait(timeout=120) == 141
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
+
+
+def test_the_command_listing_names_every_command_module_and_loads_no_torch() -> None:
+    import importlib
+    import pkgutil
+
+    from leanseg.core import commands
+
+    registering = {info.name for info in pkgutil.iter_modules(commands.__path__)
+                   if hasattr(importlib.import_module(f"{commands.__name__}.{info.name}"), "register")}
+    assert {commands.module_name(name) for name in commands.SUMMARIES} == registering
+    assert set(_subparsers()) == set(commands.SUMMARIES)
+    code = ("import sys; from leanseg.core.cli import main; code = main([]); "
+            "print('torch loaded' if 'torch' in sys.modules else 'no torch', code)")
+    listing = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert listing.stdout.strip().endswith("no torch 0"), listing.stderr
+    for name, summary in commands.SUMMARIES.items():
+        assert f"{name}" in listing.stdout and summary in listing.stdout.replace("\n", " ")
+
+
+def test_one_command_line_builds_its_own_parser_in_full() -> None:
+    result = _leanseg("train", "--data", "d", "--out", "o", "--lovasz", "-2", "--epochs", "1")
+    assert result.returncode != 0 and "lovasz_weight must be >= 0" in result.stderr
+    assert _leanseg("eval", "--help").stdout.startswith("usage: leanseg eval")
