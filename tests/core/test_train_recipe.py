@@ -20,8 +20,8 @@ from leanseg.core.train.options import TrainConfig
 
 from .test_train import kill_when_printed, make_dataset, train_args
 
-RECIPE = ["--ema", "0.9", "--label-smoothing", "0.1", "--lovasz", "0.5", "--scale-range", "0.5", "2.0", "--jitter", "0.3",
-          "--finetune-full-epochs", "1", "--full-crop", "48", "48"]
+RECIPE = ["--ema", "0.9", "--label-smoothing", "0.1", "--lovasz", "0.5", "--scale-range", "0.5", "2.0",
+          "--jitter", "0.3", "--finetune-full-epochs", "1", "--full-crop", "48", "48"]
 
 
 def make_sequences(root: Path) -> Path:
