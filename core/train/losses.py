@@ -23,11 +23,12 @@ def lovasz_softmax(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int
     is labelled.
 
     Berman et al. sort each class's errors (K sorts of every pixel of the batch: 4 s a step at 8 x 360x480 on a
-    CPU core, more than the network's own step). Here the errors are bucketed into `LEVELS` levels instead,
-    and each pixel takes the mean Jaccard step of its level: counting replaces sorting (one bincount), and
-    the result is the Lovász extension with ties inside a level averaged over their orders, within
-    1 / LEVELS of the exact value (each reordering moves a weight of at most the level's width, and the steps
-    sum to at most 1); on hard predictions (errors 0 or 1) it is exact.
+    CPU core, more than the network's own step). Here the errors are bucketed into `LEVELS` levels instead and
+    counted (one bincount): each level adds the exact Jaccard increment of its pixels, shared between the
+    class's own pixels and the others in proportion to what one more of each adds at the level's midpoint
+    (1 / U and I / U^2), as the sorted order would give them. The value is within 1 / LEVELS of the exact one
+    (reordering inside a level moves weights that sum to at most 1 by at most the level's width), exact on
+    hard predictions, and its gradient within a fraction of a percent of the sorted one's.
     """
     classes = logits.shape[1]
     probabilities = logits.float().softmax(dim=1)
@@ -35,31 +36,36 @@ def lovasz_softmax(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int
     foreground = labels.unsqueeze(1) == class_index  # (N, K, H, W); never true at void pixels
     sign = 1.0 - 2.0 * foreground.float()  # -1 for the class's own pixels, +1 for the others
     errors = foreground.float() + sign * probabilities  # |[label == c] - p_c| with a cheap gradient
-    # level 0 holds the largest errors; each class has its own run of LEVELS counters, void pixels one more
-    level = (LEVELS - 1) - (errors.detach() * LEVELS).to(torch.int32).clamp(max=LEVELS - 1)
-    void = classes * LEVELS
-    key = torch.where(labels.unsqueeze(1) != ignore_index, level + LEVELS * class_index.int(), void).reshape(-1)
-    pixels = torch.bincount(key, minlength=void + 1)[:void].view(classes, LEVELS)
-    missed = torch.bincount(key, weights=foreground.reshape(-1).float(), minlength=void + 1)[:void]
-    missed = missed.view(classes, LEVELS).round().long()
+    # level 0 holds the largest errors; each class has 2 x LEVELS counters (other, own), void pixels one more
+    level = (LEVELS - 1) - (errors.detach().nan_to_num(1.0) * LEVELS).long().clamp(0, LEVELS - 1)
+    void = 2 * classes * LEVELS
+    counter = 2 * (level + LEVELS * class_index) + foreground.long()
+    key = torch.where(labels.unsqueeze(1) != ignore_index, counter, void).reshape(-1)
+    counts = torch.bincount(key, minlength=void + 1)[:void].view(classes, LEVELS, 2).double()
+    false, missed = counts[..., 0], counts[..., 1]
     present = missed.sum(dim=1) > 0
     if not present.any():
         return logits.sum() * 0.0
-    steps = _jaccard_steps(missed, pixels - missed) / pixels.clamp(min=1)
-    per_pixel = torch.cat([steps.reshape(-1).float(), steps.new_zeros(1, dtype=torch.float32)])[key]
+    steps = torch.stack(_level_steps(missed, false), dim=-1).reshape(-1).float()
+    per_pixel = torch.cat([steps, steps.new_zeros(1)])[key]
     per_class = (errors.reshape(-1) * per_pixel).view_as(errors).sum(dim=(0, 2, 3))
     return per_class[present].mean()
 
 
-def _jaccard_steps(missed: torch.Tensor, false: torch.Tensor) -> torch.Tensor:
-    """How much each level, in order of error, adds to the Jaccard loss of the pixels at it and before it:
-    `missed` (K, L) counts the class's own pixels at each level (counted as errors once reached), `false`
-    the other pixels (false positives once reached). Berman et al.'s Algorithm 1, on counts."""
+def _level_steps(missed: torch.Tensor, false: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Jaccard step of one other pixel and of one own pixel at each level (K, L), in order of error:
+    `missed` counts the class's own pixels at each level (errors once reached), `false` the others (false
+    positives once reached). Berman et al.'s Algorithm 1 on counts: the level's exact increment of
+    J = 1 - I / U, split between its pixels by the derivatives at the level's midpoint."""
     total = missed.sum(dim=1, keepdim=True)
-    intersection = total - missed.cumsum(dim=1)
-    union = (total + false.cumsum(dim=1)).clamp(min=1)
-    jaccard = 1.0 - intersection / union
-    return torch.diff(jaccard, dim=1, prepend=torch.zeros_like(jaccard[:, :1]))
+    intersection_after = total - missed.cumsum(dim=1)
+    union_after = total + false.cumsum(dim=1)
+    intersection_before, union_before = intersection_after + missed, union_after - false
+    increment = intersection_before / union_before.clamp(min=1) - intersection_after / union_after.clamp(min=1)
+    union_mid = ((union_before + union_after) / 2).clamp(min=1)
+    own, other = 1.0 / union_mid, (intersection_before + intersection_after) / 2 / union_mid**2
+    scale = increment / (missed * own + false * other).clamp(min=1e-300)
+    return other * scale, own * scale
 
 
 def segmentation_loss(logits: torch.Tensor, labels: torch.Tensor, *, class_weights: torch.Tensor,
