@@ -53,6 +53,24 @@ def detect_format(path: Path) -> str:
     return _refuse(path, "not a model file leanseg opens (.safetensors checkpoint, .pt2, .onnx or .leanseg)")
 
 
+def is_model_file(path: Path) -> bool:
+    """Whether a file is a model by its content, whatever its name: a .pt2, .safetensors or .leanseg by its
+    header; an ONNX file only when it parses as a graph (the ONNX sniff is one byte, which text and RIFF or BMP
+    images can share). For routing a file of unknown kind; opening a model names its problem instead."""
+    try:
+        kind = detect_format(path)
+    except CheckpointError:
+        return False
+    if kind != "onnx":
+        return True
+    import onnx
+
+    try:
+        return len(onnx.load(str(path), load_external_data=False).graph.node) > 0
+    except Exception:  # noqa: BLE001 - any parse failure: not an ONNX model, so not a model
+        return False
+
+
 def is_torch_save(path: Path) -> bool:
     """A zip written by torch.save: its pickle is `<archive>/data.pkl`."""
     with zipfile.ZipFile(path) as archive:

@@ -9,8 +9,7 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from leanseg.core.io.images import IMAGE_SUFFIXES, to_rgb8
 from leanseg.core.io.outputs import overlay, write_png
-from leanseg.core.model.checkpoint import CheckpointError
-from leanseg.core.model.sources import MODEL_SUFFIXES, detect_format  # .safetensors, .pt2, .onnx, .leanseg
+from leanseg.core.model.sources import MODEL_SUFFIXES, is_model_file  # .safetensors, .pt2, .onnx, .leanseg
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
 IMAGE_FILTER = "Images (" + " ".join(f"*{s}" for s in IMAGE_SUFFIXES) + ");;All files (*)"
@@ -29,26 +28,9 @@ def path_kind(path: Path) -> str:
         return "video"
     if suffix in MODEL_SUFFIXES:
         return "model"
-    if suffix not in IMAGE_SUFFIXES and path.is_file() and _is_model_file(path):
+    if suffix not in IMAGE_SUFFIXES and path.is_file() and is_model_file(path):
         return "model"  # a model under another name (mynet.bin): the CLI opens it by content too
     return "image"
-
-
-def _is_model_file(path: Path) -> bool:
-    """A .pt2, .safetensors or .leanseg by its header; an ONNX file only when it parses as a graph (its sniff is
-    one byte, which text and RIFF or BMP images can share)."""
-    try:
-        kind = detect_format(path)
-    except CheckpointError:
-        return False
-    if kind != "onnx":
-        return True
-    import onnx
-
-    try:
-        return len(onnx.load(str(path), load_external_data=False).graph.node) > 0
-    except Exception:  # noqa: BLE001 - any parse failure: not an ONNX model, so not a model
-        return False
 
 
 class FileActionsMixin(QMainWindow):
