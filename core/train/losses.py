@@ -34,12 +34,12 @@ def lovasz_softmax(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int
     probabilities = logits.float().softmax(dim=1)
     class_index = torch.arange(classes, device=logits.device).view(1, classes, 1, 1)
     foreground = labels.unsqueeze(1) == class_index  # (N, K, H, W); never true at void pixels
-    sign = 1.0 - 2.0 * foreground.float()  # -1 for the class's own pixels, +1 for the others
-    errors = foreground.float() + sign * probabilities  # |[label == c] - p_c| with a cheap gradient
+    own = foreground.float()
+    errors = own + (1.0 - 2.0 * own) * probabilities  # |[label == c] - p_c| with a cheaper gradient than abs
     # level 0 holds the largest errors; each class has 2 x LEVELS counters (other, own), void pixels one more
     level = (LEVELS - 1) - (errors.detach().nan_to_num(1.0) * LEVELS).long().clamp(0, LEVELS - 1)
     void = 2 * classes * LEVELS
-    counter = 2 * (level + LEVELS * class_index) + foreground.long()
+    counter = 2 * (level + LEVELS * class_index) + own.long()
     key = torch.where(labels.unsqueeze(1) != ignore_index, counter, void).reshape(-1)
     counts = torch.bincount(key, minlength=void + 1)[:void].view(classes, LEVELS, 2).double()
     false, missed = counts[..., 0], counts[..., 1]
