@@ -60,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lovasz", type=float, default=defaults.lovasz_weight, metavar="WEIGHT",
                    help="add WEIGHT x the Lovász-softmax loss (a surrogate of the mean IoU) to the cross-entropy, "
                         "e.g. 1.0 for a fine-tuning schedule (default 0: off)")
+    p.add_argument("--ohem", type=float, default=defaults.ohem_fraction, metavar="FRACTION",
+                   help="average the cross-entropy over the hardest FRACTION of each batch's labelled pixels "
+                        "(online hard example mining), e.g. 0.25 (default 1: all)")
     p.add_argument("--finetune-full-epochs", type=int, default=defaults.finetune_full_epochs, metavar="N",
                    help="the last N epochs train on full-size crops (--full-crop) at scale 1")
     p.add_argument("--full-crop", type=int, nargs=2, default=defaults.full_crop, metavar=("H", "W"),
@@ -91,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             holdout_sequence=args.holdout_sequence, scale_range=tuple(args.scale_range), jitter=args.jitter,
             exposure=tuple(args.exposure), colour_cast=args.colour_cast, class_weighting=args.class_weighting,
             weight_decay=args.weight_decay, ema_decay=args.ema, label_smoothing=args.label_smoothing,
-            lovasz_weight=args.lovasz, finetune_full_epochs=args.finetune_full_epochs,
+            lovasz_weight=args.lovasz, ohem_fraction=args.ohem, finetune_full_epochs=args.finetune_full_epochs,
             full_crop=tuple(args.full_crop), init_from=str(args.init_from or ""),
         )
         command = "leanseg " + " ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--resume")

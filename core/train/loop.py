@@ -184,7 +184,8 @@ def _train_epoch(model: nn.Module, ema: WeightAverage | None, data: PairCache, o
         with autocast_for(device, config.precision):
             logits = model(x)
         loss = segmentation_loss(logits, y, class_weights=weights, ignore_index=ignore,
-                                 label_smoothing=config.label_smoothing, lovasz_weight=config.lovasz_weight)
+                                 label_smoothing=config.label_smoothing, lovasz_weight=config.lovasz_weight,
+                                 hardest_fraction=config.ohem_fraction)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

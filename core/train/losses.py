@@ -1,4 +1,5 @@
-"""Training losses: cross-entropy, optionally plus the Lovász-softmax surrogate of the mean IoU.
+"""Training losses: cross-entropy (over every labelled pixel, or over the hardest share of them), optionally plus
+the Lovász-softmax surrogate of the mean IoU.
 
 Lovász-softmax (Berman, Rannen Triki and Blaschko, CVPR 2018, "The Lovász-Softmax loss: a tractable surrogate
 for the optimization of the intersection-over-union measure in neural networks") is the Lovász extension of
@@ -8,6 +9,8 @@ weighs each pixel by how much it moves the class's IoU, which cross-entropy's pe
 missed pole pixel counts for far more IoU than a missed road pixel.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -68,11 +71,35 @@ def _level_steps(missed: torch.Tensor, false: torch.Tensor) -> tuple[torch.Tenso
     return other * scale, own * scale
 
 
+def hardest_pixels_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, *, class_weights: torch.Tensor,
+                                 ignore_index: int, label_smoothing: float, fraction: float) -> torch.Tensor:
+    """Online hard example mining (Shrivastava et al. 2016, as in HRNet's and PSPNet's segmentation training):
+    the class-weighted cross-entropy averaged over the `fraction` of the batch's labelled pixels with the largest
+    loss; the rest get no gradient. Hardness is the unweighted loss, the average is weighted as the full one is
+    (sum of w[label] x loss over sum of w[label]), so `fraction` 1 and no smoothing give `F.cross_entropy`'s value.
+    """
+    per_pixel = F.cross_entropy(logits.float(), labels, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                                reduction="none")
+    labelled = labels != ignore_index
+    losses = per_pixel[labelled]
+    if losses.numel() == 0:
+        return logits.sum() * 0.0
+    hardest = losses.detach().topk(max(1, math.ceil(fraction * losses.numel())), sorted=False).indices
+    weights = class_weights[labels[labelled][hardest]]
+    return (losses[hardest] * weights).sum() / weights.sum()
+
+
 def segmentation_loss(logits: torch.Tensor, labels: torch.Tensor, *, class_weights: torch.Tensor,
-                      ignore_index: int, label_smoothing: float, lovasz_weight: float) -> torch.Tensor:
-    """Class-weighted, label-smoothed cross-entropy, plus `lovasz_weight` times Lovász-softmax (0 = off)."""
-    loss = F.cross_entropy(logits.float(), labels, weight=class_weights, ignore_index=ignore_index,
-                           label_smoothing=label_smoothing)
+                      ignore_index: int, label_smoothing: float, lovasz_weight: float,
+                      hardest_fraction: float = 1.0) -> torch.Tensor:
+    """Class-weighted, label-smoothed cross-entropy (over the hardest `hardest_fraction` of the labelled pixels
+    when below 1), plus `lovasz_weight` times Lovász-softmax (0 = off)."""
+    if hardest_fraction < 1.0:
+        loss = hardest_pixels_cross_entropy(logits, labels, class_weights=class_weights, ignore_index=ignore_index,
+                                            label_smoothing=label_smoothing, fraction=hardest_fraction)
+    else:
+        loss = F.cross_entropy(logits.float(), labels, weight=class_weights, ignore_index=ignore_index,
+                               label_smoothing=label_smoothing)
     if lovasz_weight:
         loss = loss + lovasz_weight * lovasz_softmax(logits, labels, ignore_index)
     return loss

@@ -39,6 +39,8 @@ class TrainConfig:
     # weights are validated and exported; 0 = off
     label_smoothing: float = 0.0  # cross-entropy label smoothing (0 = off)
     lovasz_weight: float = 0.0  # weight of the Lovász-softmax loss added to the cross-entropy (0 = off)
+    ohem_fraction: float = 1.0  # the cross-entropy is averaged over this hardest share of the labelled pixels
+    # of each batch (online hard example mining); 1 = all of them
     finetune_full_epochs: int = 0  # the last N of `epochs` train on `full_crop` crops at scale 1
     full_crop: tuple[int, int] = (360, 480)  # crop of the full-size phase (CamVid's frame size)
     init_from: str = ""  # a leanseg .safetensors checkpoint of the same model to start from (a second
@@ -64,6 +66,8 @@ class TrainConfig:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if self.lovasz_weight < 0:
             raise ValueError(f"lovasz_weight must be >= 0, got {self.lovasz_weight}")
+        if not 0.0 < self.ohem_fraction <= 1.0:
+            raise ValueError(f"ohem_fraction must be in (0, 1], got {self.ohem_fraction}")
         if not 0 <= self.finetune_full_epochs <= self.epochs:
             raise ValueError(f"finetune_full_epochs must be in 0..epochs ({self.epochs}), got "
                              f"{self.finetune_full_epochs}")

@@ -159,4 +159,6 @@ def test_the_command_listing_names_every_command_module_and_loads_no_torch() -> 
 def test_one_command_line_builds_its_own_parser_in_full() -> None:
     result = _leanseg("train", "--data", "d", "--out", "o", "--lovasz", "-2", "--epochs", "1")
     assert result.returncode != 0 and "lovasz_weight must be >= 0" in result.stderr
+    result = _leanseg("train", "--data", "d", "--out", "o", "--ohem", "0", "--epochs", "1")
+    assert result.returncode != 0 and "ohem_fraction must be in (0, 1], got 0.0" in result.stderr
     assert _leanseg("eval", "--help").stdout.startswith("usage: leanseg eval")

@@ -1,4 +1,5 @@
-"""The Lovász-softmax loss: exactly 1 - IoU on hard predictions, ignores void, and its gradient raises the IoU."""
+"""Training losses: Lovász-softmax is exactly 1 - IoU on hard predictions, ignores void, and its gradient raises
+the IoU; hard example mining averages the hardest share of the labelled pixels and leaves the rest without gradient."""
 from __future__ import annotations
 
 import torch
@@ -6,7 +7,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leanseg.core.train.losses import LEVELS, lovasz_softmax, segmentation_loss
+from leanseg.core.train.losses import LEVELS, hardest_pixels_cross_entropy, lovasz_softmax, segmentation_loss
 
 VOID = 255
 
@@ -131,3 +132,41 @@ def test_weight_zero_is_the_cross_entropy_alone() -> None:
     assert torch.equal(segmentation_loss(logits, labels, lovasz_weight=0.0, **options), cross_entropy)
     both = segmentation_loss(logits, labels, lovasz_weight=2.0, **options)
     assert torch.allclose(both, cross_entropy + 2.0 * lovasz_softmax(logits, labels, VOID))
+
+
+def test_hard_example_mining_over_every_pixel_is_the_weighted_cross_entropy() -> None:
+    generator = torch.Generator().manual_seed(3)
+    logits = torch.randn(2, 4, 6, 7, generator=generator)
+    labels = torch.randint(0, 4, (2, 6, 7), generator=generator)
+    labels[0, :2] = VOID
+    weights = torch.tensor([0.5, 1.0, 2.0, 4.0])
+    full = F.cross_entropy(logits, labels, weight=weights, ignore_index=VOID)
+    mined = hardest_pixels_cross_entropy(logits, labels, class_weights=weights, ignore_index=VOID,
+                                         label_smoothing=0.0, fraction=1.0)
+    assert torch.allclose(mined, full)
+
+
+def test_hard_example_mining_averages_the_hardest_share_and_leaves_the_rest_without_gradient() -> None:
+    generator = torch.Generator().manual_seed(4)
+    logits = torch.randn(1, 3, 10, 10, generator=generator, requires_grad=True)
+    labels = torch.randint(0, 3, (1, 10, 10), generator=generator)
+    labels[0, 0] = VOID  # 10 void pixels: 90 labelled, the hardest quarter is 23 of them
+    per_pixel = F.cross_entropy(logits.detach(), labels, ignore_index=VOID, reduction="none")
+    hardest = per_pixel[labels != VOID].topk(23).values
+    loss = segmentation_loss(logits, labels, class_weights=torch.ones(3), ignore_index=VOID,
+                             label_smoothing=0.0, lovasz_weight=0.0, hardest_fraction=0.25)
+    assert torch.allclose(loss, hardest.mean())
+    loss.backward()
+    moved = logits.grad.abs().sum(dim=1)[0] > 0  # (10, 10)
+    assert int(moved.sum()) == 23
+    assert not moved[0].any()  # void pixels
+    assert bool((per_pixel[0][moved] >= hardest.min() - 1e-6).all())
+
+
+def test_hard_example_mining_over_a_frame_of_void_is_zero_not_nan() -> None:
+    logits = torch.randn(1, 3, 4, 4, requires_grad=True)
+    labels = torch.full((1, 4, 4), VOID)
+    loss = hardest_pixels_cross_entropy(logits, labels, class_weights=torch.ones(3), ignore_index=VOID,
+                                        label_smoothing=0.1, fraction=0.25)
+    loss.backward()
+    assert loss.item() == 0.0 and logits.grad is not None and not logits.grad.any()

@@ -20,7 +20,7 @@ from leanseg.core.train.options import TrainConfig
 
 from .test_train import kill_when_printed, make_dataset, train_args
 
-RECIPE = ["--ema", "0.9", "--label-smoothing", "0.1", "--lovasz", "0.5", "--scale-range", "0.5", "2.0",
+RECIPE = ["--ema", "0.9", "--label-smoothing", "0.1", "--lovasz", "0.5", "--ohem", "0.5", "--scale-range", "0.5", "2.0",
           "--jitter", "0.3", "--finetune-full-epochs", "1", "--full-crop", "48", "48"]
 
 
@@ -115,6 +115,7 @@ def test_killed_recipe_run_resumes_to_the_same_weights_and_average(tmp_path: Pat
     assert provenance["ema"] is True and provenance["train_config"]["finetune_full_epochs"] == 1
     assert provenance["train_config"]["label_smoothing"] == 0.1
     assert provenance["train_config"]["lovasz_weight"] == 0.5
+    assert provenance["train_config"]["ohem_fraction"] == 0.5
 
 
 def test_holdout_run_validates_on_the_held_out_sequence(tmp_path: Path) -> None:
