@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--width", type=float, default=defaults.width, help=f"default {defaults.width}")
     p.add_argument("--decoder-channels", type=int, nargs=4, default=None, metavar=("C16", "C8", "C4", "C2"),
                    help="MobileUNet decoder channels at strides 16, 8, 4, 2 (default 96 32 24 16)")
+    p.add_argument("--context-dilations", type=int, nargs="+", default=None, metavar="D",
+                   help="MobileUNet: one inverted residual per D at stride 32 whose depthwise taps are D apart, "
+                        "a wider context before the decoder, e.g. 2 4 (default: none)")
     p.add_argument("--epochs", type=int, default=defaults.epochs, help=f"default {defaults.epochs}")
     p.add_argument("--batch-size", type=int, default=defaults.batch_size, help="images per step")
     p.add_argument("--crop", type=int, nargs=2, default=defaults.crop, metavar=("H", "W"), help="training crop")
@@ -85,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = TrainConfig(
             data_dir=str(args.data), spec_path=str(args.spec), out_dir=str(args.out), model=args.model,
-            width=args.width, decoder_channels=tuple(args.decoder_channels or ()), epochs=args.epochs,
+            width=args.width, decoder_channels=tuple(args.decoder_channels or ()),
+            context_dilations=tuple(args.context_dilations or ()), epochs=args.epochs,
             batch_size=args.batch_size, crop=tuple(args.crop), lr=args.lr,
             precision=args.precision, checkpointing=args.checkpointing, seed=args.seed, device=args.device,
             val_every=args.val_every, limit_images=args.limit_images,

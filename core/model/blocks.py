@@ -24,10 +24,12 @@ class ConvBNAct(nn.Sequential):
         stride: int = 1,
         groups: int = 1,
         activation: type[nn.Module] | None = nn.ReLU6,
+        dilation: int = 1,
     ) -> None:
-        padding = (kernel_size - 1) // 2
+        padding = dilation * (kernel_size - 1) // 2
         layers: list[nn.Module] = [
-            nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding, groups=groups, bias=False),
+            nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding, dilation=dilation, groups=groups,
+                      bias=False),
             nn.BatchNorm2d(out_channels),
         ]
         if activation is not None:
@@ -40,10 +42,12 @@ class InvertedResidual(nn.Module):
     """MobileNetV2 block: 1x1 expand -> 3x3 depthwise -> 1x1 linear project (+ residual).
 
     `expand`, `depthwise` and `project` are named so the engine can find the pattern.
-    The residual is used when stride is 1 and the channel count is unchanged.
+    The residual is used when stride is 1 and the channel count is unchanged. `dilation` spaces the depthwise
+    taps (a wider context at the same cost).
     """
 
-    def __init__(self, in_channels: int, out_channels: int, stride: int, expand_ratio: int) -> None:
+    def __init__(self, in_channels: int, out_channels: int, stride: int, expand_ratio: int,
+                 dilation: int = 1) -> None:
         super().__init__()
         if stride not in (1, 2):
             raise ValueError(f"stride must be 1 or 2, got {stride}")
@@ -55,7 +59,7 @@ class InvertedResidual(nn.Module):
         self.expand: nn.Module = (
             ConvBNAct(in_channels, hidden, kernel_size=1) if expand_ratio != 1 else nn.Identity()
         )
-        self.depthwise = ConvBNAct(hidden, hidden, kernel_size=3, stride=stride, groups=hidden)
+        self.depthwise = ConvBNAct(hidden, hidden, kernel_size=3, stride=stride, groups=hidden, dilation=dilation)
         self.project = ConvBNAct(hidden, out_channels, kernel_size=1, activation=None)
 
     def forward(self, x: Tensor) -> Tensor:  # (B, Cin, H, W) -> (B, Cout, H/s, W/s)

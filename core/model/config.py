@@ -26,6 +26,7 @@ MOBILENET_V2_TABLE: tuple[tuple[int, int, int, int], ...] = (
 # any module is built.
 MAX_CHANNELS = 4096  # any channel count (stem, encoder c, decoder, PlainUNet base)
 MAX_REPEATS = 16  # encoder blocks per table row (n)
+MAX_DILATION = 64  # context_dilations entries
 MAX_EXPANSION = 16  # inverted-residual expansion ratio (encoder t, decoder_expansion)
 MAX_TABLE_ROWS = 16  # rows of the encoder table
 MAX_PLAIN_BOTTOM_CHANNELS = 8192  # PlainUNet base_channels * 2**depth, the widest level
@@ -82,6 +83,8 @@ class MobileUNetConfig:
     stem_channels: int = 32  # the first 3x3 stride-2 convolution
     decoder_channels: tuple[int, ...] = (96, 32, 24, 16)  # strides 16, 8, 4, 2
     decoder_expansion: int = 4  # expansion ratio of the decoder's inverted residuals
+    context_dilations: tuple[int, ...] = ()  # one dilated inverted residual per entry at stride 32 (a wider
+    # context before the decoder); () = none
 
     def __post_init__(self) -> None:
         _check_common(self.num_classes, self.in_channels)
@@ -103,6 +106,10 @@ class MobileUNetConfig:
                 f"decoder_channels needs 4 entries (strides 16, 8, 4, 2), got {self.decoder_channels}"
             )
         _check_int("decoder_expansion", self.decoder_expansion, 1, MAX_EXPANSION)
+        context = _as_tuple("context_dilations", self.context_dilations)
+        for index, dilation in enumerate(context):
+            _check_int(f"context_dilations[{index}]", dilation, 1, MAX_DILATION)
+        object.__setattr__(self, "context_dilations", context)
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,8 @@ class DecoderStage(nn.Module):
 
 
 class MobileUNet(nn.Module):
-    """Encoder -> decoder -> 1x1 head. Any input size: padded to 32, output cropped back."""
+    """Encoder -> context (dilated inverted residuals at stride 32, none by default) -> decoder -> 1x1 head.
+    Any input size: padded to 32, output cropped back."""
 
     def __init__(self, config: MobileUNetConfig | None = None) -> None:
         super().__init__()
@@ -64,6 +65,10 @@ class MobileUNet(nn.Module):
         self.encoder = MobileEncoder(self.config)
         skips = self.encoder.out_channels[::-1]  # strides 32, 16, 8, 4, 2
         channels = skips[0]
+        self.context = nn.Sequential(*[
+            InvertedResidual(channels, channels, 1, self.config.decoder_expansion, dilation=dilation)
+            for dilation in self.config.context_dilations
+        ])
         stages = []
         for skip_channels, out in zip(skips[1:], self.config.decoder_channels):
             stages.append(DecoderStage(channels, skip_channels, out, self.config.decoder_expansion))
@@ -75,7 +80,7 @@ class MobileUNet(nn.Module):
     def forward(self, image: Tensor) -> Tensor:  # (B, Cin, H, W) -> logits (B, K, H, W)
         x = padding.pad_to_multiple(image, self.total_stride)
         features = self.encoder(x)[::-1]  # deepest first
-        y = features[0]
+        y = self.context(features[0])
         for stage, skip in zip(self.decoder, features[1:]):
             y = stage(y, skip)  # (B, C, 2h, 2w)
         y = F.interpolate(y, scale_factor=2.0, mode="bilinear", align_corners=False)

@@ -44,7 +44,8 @@ def model_for(config: TrainConfig, spec: DatasetSpec) -> nn.Module:
 def model_config_for(config: TrainConfig, spec: DatasetSpec) -> MobileUNetConfig | PlainUNetConfig:
     if config.model == "MobileUNet":
         decoder = config.decoder_channels or MobileUNetConfig.decoder_channels
-        return MobileUNetConfig(num_classes=spec.num_classes, width=config.width, decoder_channels=decoder)
+        return MobileUNetConfig(num_classes=spec.num_classes, width=config.width, decoder_channels=decoder,
+                                context_dilations=config.context_dilations)
     return PlainUNetConfig(num_classes=spec.num_classes, base_channels=max(8, round(32 * config.width)))
 
 

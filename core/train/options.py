@@ -15,6 +15,7 @@ class TrainConfig:
     model: str = "MobileUNet"  # MobileUNet | PlainUNet
     width: float = 0.75  # MobileUNet width multiplier (PlainUNet: base channels = 32 * width)
     decoder_channels: tuple[int, ...] = ()  # MobileUNet decoder channels at strides 16, 8, 4, 2; () = its default
+    context_dilations: tuple[int, ...] = ()  # MobileUNet dilated inverted residuals at stride 32; () = none
     epochs: int = 80  # full passes over the training frames, the full-size phase included
     batch_size: int = 8  # crops per optimiser step
     crop: tuple[int, int] = (256, 320)  # training crop (height, width)
@@ -71,9 +72,11 @@ class TrainConfig:
         if not 0 <= self.finetune_full_epochs <= self.epochs:
             raise ValueError(f"finetune_full_epochs must be in 0..epochs ({self.epochs}), got "
                              f"{self.finetune_full_epochs}")
-        if self.decoder_channels and self.model != "MobileUNet":
-            raise ValueError(f"decoder_channels is a MobileUNet option, not {self.model}'s")
-        for name in ("crop", "train_splits", "scale_range", "full_crop", "exposure", "decoder_channels"):
+        for option in ("decoder_channels", "context_dilations"):
+            if getattr(self, option) and self.model != "MobileUNet":
+                raise ValueError(f"{option} is a MobileUNet option, not {self.model}'s")
+        for name in ("crop", "train_splits", "scale_range", "full_crop", "exposure", "decoder_channels",
+                     "context_dilations"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
 

@@ -172,15 +172,18 @@ def test_resume_state_moved_to_another_run_folder_and_data_path_continues(tmp_pa
     assert refused.returncode == 2 and "other options" in refused.stderr
 
 
-def test_decoder_channels_shape_the_model_and_travel_in_the_checkpoint(tmp_path: Path) -> None:
+def test_decoder_channels_and_context_shape_the_model_and_travel_in_the_checkpoint(tmp_path: Path) -> None:
     from leanseg.core.model.checkpoint import load_checkpoint
 
     data = make_dataset(tmp_path / "data", train=2, val=1)
-    decoder = ["--decoder-channels", "40", "24", "16", "8"]
+    decoder = ["--decoder-channels", "40", "24", "16", "8", "--context-dilations", "2", "4"]
     result = subprocess.run(train_args(data, tmp_path / "wide", epochs=1) + decoder,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     model = load_checkpoint(tmp_path / "wide" / "best.safetensors").model
     assert [stage.out_channels for stage in model.decoder] == [40, 24, 16, 8]
+    assert [block.depthwise[0].dilation for block in model.context] == [(2, 2), (4, 4)]
     with pytest.raises(ValueError, match="decoder_channels is a MobileUNet option"):
         TrainConfig(data_dir="", spec_path="", out_dir="", model="PlainUNet", decoder_channels=(8, 8, 8, 8))
+    with pytest.raises(ValueError, match="context_dilations is a MobileUNet option"):
+        TrainConfig(data_dir="", spec_path="", out_dir="", model="PlainUNet", context_dilations=(2,))

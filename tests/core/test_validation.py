@@ -49,6 +49,7 @@ BAD_METADATA = [
     ("config.encoder_table.1.0", 10_000, r"encoder_table row 1 t \(expansion\) must be in 1..16"),
     ("config.decoder_channels.0", 1_000_000, r"decoder_channels\[0\] must be in 1..4096"),
     ("config.decoder_expansion", 100_000, "decoder_expansion must be in 1..16"),
+    ("config.context_dilations", [2, 100_000], r"context_dilations\[1\] must be in 1..64"),
     ("config.stem_channels", 32.5, "stem_channels must be a whole number"),
     ("class_colours.0", [999, -5, 3], r"class_colours\[0\] values \(R, G, B\) must be in 0..255"),
     ("class_colours.1", [1, 2], r"class_colours\[1\] must be 3 whole numbers"),

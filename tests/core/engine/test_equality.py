@@ -12,6 +12,8 @@ from leanseg.core.model.blocks import InvertedResidual
 from .nets import BilinearDecoderNet, DilatedResNet, UntraceableNet, randomise_batchnorm
 
 TINY_MOBILE = MobileUNetConfig(num_classes=5, width=0.35, decoder_channels=(16, 16, 8, 8), decoder_expansion=3)
+TINY_MOBILE_CONTEXT = MobileUNetConfig(num_classes=5, width=0.35, decoder_channels=(16, 16, 8, 8), decoder_expansion=3,
+                                       context_dilations=(2, 4))
 TINY_PLAIN = PlainUNetConfig(num_classes=3, base_channels=8, depth=3)
 
 
@@ -19,6 +21,7 @@ def _models() -> dict[str, tuple[nn.Module, tuple[int, int]]]:
     torch.manual_seed(0)
     return {
         "mobile_unet": (randomise_batchnorm(MobileUNet(TINY_MOBILE)), (70, 93)),
+        "mobile_unet_context": (randomise_batchnorm(MobileUNet(TINY_MOBILE_CONTEXT)), (70, 93)),
         "plain_unet": (randomise_batchnorm(PlainUNet(TINY_PLAIN)), (45, 61)),
         "dilated_resnet": (randomise_batchnorm(DilatedResNet()), (38, 50)),
         "bilinear_decoder": (randomise_batchnorm(BilinearDecoderNet()), (36, 44)),
@@ -33,7 +36,8 @@ def assert_labels_match(labels: torch.Tensor, logits: torch.Tensor, tie: float =
     assert bool(((labels.long() == expected) | near_tie).all())
 
 
-@pytest.mark.parametrize("name", ["mobile_unet", "plain_unet", "dilated_resnet", "bilinear_decoder"])
+@pytest.mark.parametrize("name", ["mobile_unet", "mobile_unet_context", "plain_unet", "dilated_resnet",
+                                  "bilinear_decoder"])
 def test_engine_equals_eager(name: str) -> None:
     model, (height, width) = _models()[name]
     x = torch.randn(1, 3, height, width)
@@ -49,8 +53,9 @@ def test_engine_equals_eager(name: str) -> None:
     assert_labels_match(labels, expected)
 
 
-def test_mobile_unet_is_banded_and_labels_out() -> None:
-    model, _ = _models()["mobile_unet"]
+@pytest.mark.parametrize("name", ["mobile_unet", "mobile_unet_context"])
+def test_mobile_unet_is_banded_and_labels_out(name: str) -> None:
+    model, _ = _models()[name]
     plan = compile(model, device="cpu")
     text = plan.describe()
     blocks = sum(isinstance(m, InvertedResidual) for m in model.modules())
