@@ -118,7 +118,13 @@ def _read_tiff(path: Path, limit: int) -> ImageData:
             if page.samplesperpixel > 4:
                 raise ImageReadError(path, f"unsupported TIFF: {page.samplesperpixel} samples per pixel "
                                            "(expected 1 gray, 3 RGB or 4 RGBA)")
-            pixels = page.asarray()
+            compression = page.compression
+            try:
+                pixels = page.asarray()
+            except (ValueError, ImportError) as err:  # a codec tifffile has only through imagecodecs
+                if not isinstance(err, ImportError) and "imagecodecs" not in str(err):
+                    raise
+                pixels = _decode_tiff_with_opencv(path, compression.name)
     except ImageReadError:
         raise
     except Exception as err:  # tifffile raises many types for damaged files
@@ -127,6 +133,19 @@ def _read_tiff(path: Path, limit: int) -> ImageData:
         pixels = np.moveaxis(pixels, 0, -1)  # planar CHW -> HWC
     note = f"first of {pages} pages" if pages > 1 else ""
     return ImageData(np.ascontiguousarray(pixels), path, note)
+
+
+def _decode_tiff_with_opencv(path: Path, compression: str) -> np.ndarray:
+    """The first page of a TIFF whose compression tifffile decodes only with imagecodecs (LZW, JPEG, ...): OpenCV's
+    libtiff reads the common ones. RGB(A) order, as tifffile gives it."""
+    pixels = cv2.imdecode(np.fromfile(path, np.uint8), cv2.IMREAD_UNCHANGED)
+    if pixels is None:
+        raise ImageReadError(path, f"unsupported TIFF compression {compression}: neither tifffile (without the "
+                                   "imagecodecs package) nor OpenCV decodes it; save it uncompressed or with "
+                                   "LZW or deflate, or pip install imagecodecs")
+    if pixels.ndim == 3 and pixels.shape[2] in (3, 4):
+        pixels = cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB if pixels.shape[2] == 3 else cv2.COLOR_BGRA2RGBA)
+    return np.asarray(pixels)
 
 
 def _read_with_opencv(path: Path, head: bytes, limit: int) -> ImageData:

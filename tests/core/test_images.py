@@ -190,3 +190,43 @@ def test_exif_orientation_is_applied_as_opencv_applies_it(tmp_path: Path, orient
         assert image.note == ""
     else:
         assert f"EXIF orientation ({orientation})" in image.note
+
+
+# --- TIFFs whose compression tifffile decodes only with imagecodecs (not a dependency) ---------------
+
+@pytest.mark.parametrize(("compression", "flag"), [("lzw", 5), ("jpeg", 7)])
+def test_lzw_and_jpeg_tiffs_written_by_opencv_read_without_imagecodecs(tmp_path: Path, compression: str,
+                                                                        flag: int) -> None:
+    rgb = RNG.integers(0, 255, (40, 50, 3), dtype=np.uint8)
+    path = tmp_path / f"{compression}.tif"
+    assert cv2.imwrite(str(path), cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_TIFF_COMPRESSION, flag])
+    with tifffile.TiffFile(path) as tif:
+        assert tif.pages[0].compression == flag
+    pixels = read_image(path).pixels
+    assert pixels.shape == (40, 50, 3)
+    if compression == "lzw":  # lossless: the same pixels, in RGB order
+        assert np.array_equal(pixels, rgb)
+    else:
+        assert np.abs(pixels.astype(int) - rgb).mean() < 40  # lossy, but not channel-swapped noise
+
+
+def test_lzw_16_bit_tiff_keeps_its_depth(tmp_path: Path) -> None:
+    gray = RNG.integers(0, 65535, (30, 20), dtype=np.uint16)
+    path = tmp_path / "gray16.tif"
+    assert cv2.imwrite(str(path), gray)  # OpenCV writes TIFFs with LZW
+    assert np.array_equal(read_image(path).pixels, gray)
+
+
+def test_tiff_compression_no_decoder_reads_is_named(tmp_path: Path) -> None:
+    try:
+        import imagecodecs  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("imagecodecs is installed: tifffile decodes the file itself")
+    path = tmp_path / "zstd.tif"
+    tifffile.imwrite(path, np.zeros((8, 9), np.uint8))
+    with tifffile.TiffFile(path, mode="r+b") as tif:
+        tif.pages[0].tags["Compression"].overwrite(50000)  # ZSTD: neither tifffile alone nor OpenCV decodes it
+    with pytest.raises(ImageReadError, match=rf"{path}: unsupported TIFF compression ZSTD: .*pip install imagecodecs"):
+        read_image(path)
