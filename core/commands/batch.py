@@ -16,6 +16,7 @@ from types import FrameType
 
 from ..cluster.ray_batch import RayOptions
 from ..events import JobEvent
+from ..io.outputs import OutputPathError
 from ..jobs.batch import BatchSummary, run_batch
 from ..jobs.batch_plan import BatchSettings, left_out_note, require_images
 from ..jobs.folder_lock import FolderLock
@@ -65,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
             return _run_locked(args, settings, ray_options)
     except (CommandError, ValueError, ManifestError) as err:
         return report_error(err)
+    except OutputPathError as err:  # names the folder already
+        return report_error(CommandError(str(err)))
     except OSError as err:
         return report_error(CommandError(f"{args.out}: cannot write the output folder ({err.strerror or err})"))
 

@@ -27,9 +27,28 @@ def _umask() -> int:
 FILE_MODE = 0o666 & ~_umask()  # what open() would give a new file; mkstemp alone gives 0600
 
 
+class OutputPathError(OSError):
+    """An output (or its folder) that cannot be written; the message names it and why, never a temp file."""
+
+
+def make_folder(folder: Path) -> None:
+    """`mkdir -p folder`, raising OutputPathError that names the folder and the reason."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise OutputPathError(f"cannot create the folder {folder}: a file of that name is in the way") from None
+    except NotADirectoryError:
+        raise OutputPathError(f"cannot create the folder {folder}: a file above it is in the way") from None
+    except OSError as err:
+        raise OutputPathError(f"cannot create the folder {folder}: {err.strerror or err}") from None
+
+
 def new_temp_file(path: Path) -> tuple[int, str]:
     """A temp file beside `path` (same file system, so the final rename is atomic), normal permissions."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise OutputPathError(f"cannot write {path}: {err.strerror or err} (in its folder {path.parent})") from None
     os.fchmod(fd, FILE_MODE)
     return fd, tmp
 
@@ -38,7 +57,7 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
     """Call `write(handle)` on a temp file beside `path`, fsync, then rename it over `path`: readers see either
     nothing (or the old file) or the whole new file, and a failed write leaves no temp file behind."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     fd, tmp = new_temp_file(path)
     try:
         with os.fdopen(fd, "wb") as handle:

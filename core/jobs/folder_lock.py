@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ..io.outputs import make_folder
 from .manifest import ManifestError
 
 LOCK_NAME = ".leanseg.lock"
@@ -50,7 +51,7 @@ class FolderLock:
                 _held[key] = (fd, depth + 1, created)
                 return self
             created = not self.folder.exists()
-            self.folder.mkdir(parents=True, exist_ok=True)
+            make_folder(self.folder)
             fd = self._acquire()
             _held[key] = (fd, 1, created)
         return self

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..io.outputs import atomic_write_bytes, output_damage
+from ..io.outputs import atomic_write_bytes, make_folder, output_damage
 from .records import ImageRecord, OutputFile, relative_path, relative_paths
 
 __all__ = ["FORMAT", "JOURNAL_NAME", "MANIFEST_NAME", "SUMMARY_NAME", "ImageRecord", "Manifest", "ManifestError",
@@ -56,7 +56,7 @@ class Manifest:
         manifest = cls(out_dir, fingerprint, class_names, how_to_overwrite)
         if not fresh:
             manifest._load()
-        out_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(out_dir)
         manifest._write_snapshot()  # records the fingerprint; an empty journal follows
         return manifest
 

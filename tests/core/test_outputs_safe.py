@@ -136,3 +136,28 @@ def test_segment_says_when_it_replaces_outputs_made_from_another_file(tmp_path: 
     assert {r["source"] for r in ledger if r["output"] == "photo_labels.png"} == {str(first.resolve()),
                                                                                    str(second.resolve())}
     assert ledger[-1]["source"] == str(second.resolve())  # the ledger says where the file now comes from
+
+
+def test_an_output_that_cannot_be_written_is_named_with_its_reason(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    import pytest
+
+    from leanseg.core.io.outputs import OutputPathError, atomic_write
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    with pytest.raises(OutputPathError, match=rf"^cannot create the folder {notes}: a file of that name is in the way$"):
+        atomic_write(notes / "x.png", lambda handle: handle.write(b"1"))
+    with pytest.raises(OutputPathError, match=rf"^cannot create the folder {notes}/a: a file above it is in the way$"):
+        atomic_write(notes / "a" / "x.png", lambda handle: handle.write(b"1"))
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "x.png").mkdir()  # a folder where the file would go: the temp file is made, the rename fails
+    with pytest.raises(OSError):
+        atomic_write(locked / "x.png", lambda handle: handle.write(b"1"))
+    assert [p.name for p in locked.iterdir()] == ["x.png"]  # no temp file left behind
+    inputs = tmp_path / "in"
+    _image(inputs / "a.png", 16, 16, 0)
+    result = _leanseg("batch", inputs, "--out", notes / "out", *_model(tiny_checkpoint))
+    assert result.returncode != 0
+    assert f"cannot create the folder {notes}/out: a file above it is in the way" in result.stderr
+    assert "Errno" not in result.stderr and notes.read_text() == "mine"
