@@ -15,6 +15,7 @@ QStatusBar {{ background: #25272b; color: #b9bec8; border-top: 1px solid #33363c
 QLabel#statusField {{ color: #b9bec8; padding: 0 10px; border-left: 1px solid #3a3d44; }}
 QLabel#modelName {{ font-weight: 600; color: #e6e8ec; }}
 QLabel#lastResult, QLabel#dimLabel {{ color: #9aa0aa; }}
+QLabel#lastResult[failed="true"] {{ color: #ff8a80; }}
 QLabel#peakLabel {{ color: #ff8a80; font-weight: 600; }}
 QFrame#banner {{ background: #4a3b12; border-bottom: 1px solid #7a5f14; }}
 QFrame#banner QLabel {{ color: #ffe6a6; padding: 4px; }}

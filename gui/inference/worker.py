@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from PySide6.QtCore import QObject, Signal, Slot
 
+from leanseg.core.engine.tile_plan import BudgetTooSmallError
 from leanseg.core.events import JobCancelled, JobEvent
 from leanseg.core.io.images import ImageData, ImageReadError, read_image
 from leanseg.core.memory import format_bytes
@@ -143,6 +144,8 @@ class InferenceWorker(QObject):
 
     def _explain(self, err: Exception, image: ImageData, segmenter: Segmenter) -> str:
         """A message for the user; after an out-of-memory error, give the cache back first."""
+        if isinstance(err, BudgetTooSmallError):  # says what to do; its class name would add nothing
+            return f"Segmentation failed: {err}"
         if not is_out_of_memory(err):
             return f"Segmentation failed ({type(err).__name__}): {err}"
         freed = 0

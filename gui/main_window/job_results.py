@@ -11,6 +11,7 @@ from leanseg.core.events import JobEvent
 from leanseg.core.predict import Segmentation
 
 from ..inference.worker import NO_MODEL_MESSAGE
+from ..messages import for_the_app
 from .notes import job_peak_text
 
 
@@ -34,8 +35,7 @@ class JobResultsMixin(QMainWindow):
         self.controls.show_outcome(f"done · {result.seconds:.2f} s", complete=True)
         peak, peak_tip = job_peak_text(result)
         summary = f"{result.seconds:.2f} s · {peak} · {result.device}"
-        self.controls.last_result.setText("Last run: " + summary + "".join(f"\n{n}" for n in result.notes))
-        self.controls.last_result.setToolTip(peak_tip)
+        self.controls.show_last_run("Last run: " + summary + "".join(f"\n{n}" for n in result.notes), tooltip=peak_tip)
         self.status_labels["time"].setText(f"{result.seconds:.2f} s")
         self.status_labels["peak"].setText(peak)
         self.status_labels["peak"].setToolTip(peak_tip)
@@ -53,8 +53,12 @@ class JobResultsMixin(QMainWindow):
         if message == NO_MODEL_MESSAGE and self.model_status is None and self.model_requested is not None:
             self.job_waits_for_model = True  # the asked-for model failed and the shipped one is loading:
             return  # it segments the image when ready (or the job fails with it)
+        message = for_the_app(message)
         self.controls.show_outcome("failed", complete=False)
-        self.show_error("leanseg", message)
+        reason = message.removeprefix("Segmentation failed")  # ": why" or " (Error): why"
+        self.controls.show_last_run("Last run failed" + (reason if reason != message else f": {message}"),
+                                    failed=True, tooltip=message)
+        self.show_error("Segmentation failed", message)
         self.job_ended.emit("failed")
 
     def _on_job_cancelled(self, job_id: int) -> None:
@@ -82,8 +86,7 @@ class JobResultsMixin(QMainWindow):
         self.result = None
         self.viewer.clear_labels()
         self.overlay_panel.legend.set_labels(None)
-        self.controls.last_result.setText("")
-        self.controls.last_result.setToolTip("")
+        self.controls.show_last_run("")
         for key in ("time", "peak"):
             self.status_labels[key].setText("")
             self.status_labels[key].setToolTip("")

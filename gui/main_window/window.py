@@ -25,6 +25,7 @@ from ..inference.latency import freeze_long_lived_objects
 from ..inference.worker import ModelStatus
 from ..memory.monitor import start_monitor
 from ..memory.panel import MemoryPanel
+from ..messages import for_the_app
 from ..viewer.controls import InferenceControls
 from ..viewer.legend import OverlayPanel
 from ..viewer.view import SegmentationViewer
@@ -205,6 +206,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
 
     def show_error(self, title: str, message: str) -> None:
         """A message box that does not block the event loop; the app carries on."""
+        message = for_the_app(message)
         self.last_error = message
         self.statusBar().showMessage(message, 10000)
         if self.error_box is not None:

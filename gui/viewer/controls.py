@@ -152,6 +152,8 @@ class InferenceControls(QWidget):
         self.cancel.setEnabled(busy)
         self.busy_changed.emit(busy)
         if busy:
+            if self.last_result.property("failed"):  # a failure's reason stands until the next run
+                self.show_last_run("")
             self.progress.setRange(0, 0)  # busy indicator until the engine reports tiles
             self.progress.setFormat("segmenting…")
         else:
@@ -162,6 +164,15 @@ class InferenceControls(QWidget):
         self.progress.setRange(0, 1)
         self.progress.setValue(1 if complete else 0)
         self.progress.setFormat(text)
+
+    def show_last_run(self, text: str, failed: bool = False, tooltip: str = "") -> None:
+        """What the last run came to under the bar: its time and peak, or why it failed (in the warning colour)."""
+        self.last_result.setText(text)
+        self.last_result.setToolTip(tooltip)
+        if self.last_result.property("failed") != failed:
+            self.last_result.setProperty("failed", failed)
+            self.last_result.style().unpolish(self.last_result)
+            self.last_result.style().polish(self.last_result)
 
     def set_tile_progress(self, done: int, count: int) -> None:
         self.progress.setRange(0, max(count, 1))
