@@ -25,7 +25,7 @@ from ..inference.latency import freeze_long_lived_objects
 from ..inference.worker import ModelStatus
 from ..memory.monitor import start_monitor
 from ..memory.panel import MemoryPanel
-from ..messages import for_the_app
+from ..messages import for_the_app, status_line
 from ..viewer.controls import InferenceControls
 from ..viewer.legend import OverlayPanel
 from ..viewer.view import SegmentationViewer
@@ -114,6 +114,8 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         self.hover_label = QLabel("")
         self.status_labels = {key: QLabel("") for key in ("device", "model", "size", "time", "peak")}
         bar = self.statusBar()
+        self._status_error = ("", "")  # the status-bar line of the last error and its whole text
+        bar.messageChanged.connect(self._on_status_message)
         bar.addWidget(self.hover_label, 1)
         for label in self.status_labels.values():
             label.setObjectName("statusField")
@@ -208,12 +210,23 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         """A message box that does not block the event loop; the app carries on."""
         message = for_the_app(message)
         self.last_error = message
-        self.statusBar().showMessage(message, 10000)
+        self.show_status_error(message, 10000)
         if self.error_box is not None:
             self.error_box.close()
         self.error_box = QMessageBox(QMessageBox.Icon.Warning, title, message, QMessageBox.StandardButton.Ok, self)
         self.error_box.open()
         self.error_shown.emit(message)
+
+    def show_status_error(self, message: str, timeout_ms: int = 0) -> None:
+        """`message` in the status bar, reason first and files by name; the whole text in its tooltip."""
+        line = status_line(message)
+        self._status_error = (line, message)
+        self.statusBar().showMessage(line, timeout_ms)
+        self.statusBar().setToolTip(message)
+
+    def _on_status_message(self, line: str) -> None:
+        if line != self._status_error[0]:  # the error's line is gone: so is its tooltip
+            self.statusBar().setToolTip("")
 
     def edit_card(self) -> CardEditor | None:
         """The card editor for the loaded graph model; saving writes NAME.json beside it and reopens the model."""
@@ -313,7 +326,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         text = notice(f"Using the shipped model {fallback.name} instead." if use_default
                       else "Open a model file to segment images.")
         self.banner.show_message(text)
-        self.statusBar().showMessage(message)
+        self.show_status_error(message)
         self.last_error = message
         self.error_shown.emit(message)
         if use_default:

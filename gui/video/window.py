@@ -50,7 +50,7 @@ def show_video(window: Any, path: Path) -> VideoPanel:
         window.model_changed.connect(lambda status: panel.set_model(window.model_requested,
                                                                             video_options(status.options)))
         panel.job_event.connect(lambda event: window.monitor.mark_event(event) if window.monitor else None)
-        panel.error_shown.connect(lambda message: window.statusBar().showMessage(message, 10000))
+        panel.error_shown.connect(lambda message: window.show_status_error(message, 10000))
     elif (panel.model_path, panel.options) != (window.model_requested, options):
         panel.set_model(window.model_requested, options)
     if panel.open_video(Path(path)):

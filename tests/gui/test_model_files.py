@@ -140,3 +140,21 @@ def test_installed_models_open_from_the_file_menu(qtbot, make_window, onnx_model
         actions["Road net (roads.onnx)"].trigger()
     assert window.model_status.path == installed / "roads.onnx"
     assert window.model_status.info.class_names == samples.CLASSES
+
+
+def test_the_status_bar_gives_the_reason_first_and_the_files_by_name(qtbot, make_window, onnx_model, tmp_path):
+    window = make_window(onnx_model)
+    folder = tmp_path / "a folder with a long name that would fill the status bar on its own"
+    folder.mkdir()
+    bad = folder / "mismatch.onnx"
+    shutil.copy(onnx_model, bad)
+    (folder / "mismatch.json").write_text(json.dumps({"card_version": 1, "classes": ["a", "b"]}))
+    with qtbot.waitSignal(window.error_shown, timeout=JOB_TIMEOUT_MS) as shown:
+        window.open_model(bad)
+    line = window.statusBar().currentMessage()
+    assert line.startswith("The card mismatch.json lists 2 classes, the graph outputs 5")
+    assert line.endswith("· could not open the model mismatch.onnx") and str(folder) not in line
+    assert window.statusBar().toolTip() == shown.args[0] == window.error_box.text()  # the whole text stays
+    assert str(bad) in window.error_box.text()
+    window.statusBar().showMessage("something else")
+    assert window.statusBar().toolTip() == ""  # the tooltip went with the error's line

@@ -1,0 +1,25 @@
+"""Core's messages in the app's words: flags become the app's fields; a status-bar line puts the reason first."""
+from __future__ import annotations
+
+from leanseg.gui.messages import for_the_app, status_line
+
+
+def test_flags_become_the_fields_that_set_them() -> None:
+    assert for_the_app("the smallest tile 70.2 MB; give --memory-budget at least 139.3 MB") == (
+        "the smallest tile 70.2 MB; raise Memory budget (Inference panel) to at least 139.3 MB")
+    assert for_the_app("close other programs, or lower --memory-budget to start with smaller tiles") == (
+        "close other programs, or lower Memory budget (Inference panel) to start with smaller tiles")
+    assert for_the_app("--tiling exact is impossible for this model; use fast or off") == (
+        "Tiling exact is impossible for this model; use fast or off")
+
+
+def test_a_status_line_puts_the_reason_before_the_files_name() -> None:
+    assert status_line("Could not open the model: /m/x y/net.onnx: the card /m/x/net.json lists 3 classes") == (
+        "The card net.json lists 3 classes · could not open the model net.onnx")
+    assert status_line("Could not open the image /in/my photos/a b.png: [Errno 13] Permission denied") == (
+        "[Errno 13] Permission denied · could not open the image a b.png")
+    assert status_line("/in/photos/a.png: not an image") == "Not an image · a.png"
+    assert status_line("Could not write C:\\out\\labels.png: no such folder") == (
+        "No such folder · could not write labels.png")
+    assert status_line("Open a model file first (File > Open model).") == (
+        "Open a model file first (File > Open model).")
