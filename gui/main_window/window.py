@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import QDockWidget, QLabel, QMessageBox, QVBoxLayout, QWidget
+from PySide6.QtGui import QCloseEvent, QResizeEvent
+from PySide6.QtWidgets import QDockWidget, QFrame, QLabel, QMessageBox, QScrollArea, QVBoxLayout, QWidget
 
 from leanseg.core.assets import default_model_path
 from leanseg.core.io.images import ImageData, to_rgb8
@@ -39,6 +39,18 @@ from .job_results import JobResultsMixin
 from .menus import build_menus
 from .notes import image_notes
 from .settings import AppSettings
+
+MEMORY_SHARE = 0.25  # the most of the window's height the memory dock keeps when the window is made lower
+
+
+def _scrolling(panel: QWidget) -> QScrollArea:
+    """`panel` in a frameless scroll area: a short dock scrolls it instead of squashing its controls."""
+    area = QScrollArea()
+    area.setWidget(panel)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    return area
 
 
 class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
@@ -74,7 +86,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         self.memory_panel = MemoryPanel()
         self._build_central()
         self.controller = InferenceController(self)
-        self.docks = [self._dock("Inference", self.controls, Qt.DockWidgetArea.LeftDockWidgetArea),
+        self.docks = [self._dock("Inference", _scrolling(self.controls), Qt.DockWidgetArea.LeftDockWidgetArea),
                       self._dock("Overlay", self.overlay_panel, Qt.DockWidgetArea.RightDockWidgetArea),
                       self._dock("Memory", self.memory_panel, Qt.DockWidgetArea.BottomDockWidgetArea)]
         self.actions = build_menus(self)
@@ -109,6 +121,14 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
                          | QDockWidget.DockWidgetFeature.DockWidgetClosable)
         self.addDockWidget(area, dock)
         return dock
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """In a low window the memory plot gives way (to MEMORY_SHARE of the height) before the image does."""
+        super().resizeEvent(event)
+        memory = self.docks[2]
+        most = max(int(event.size().height() * MEMORY_SHARE), memory.minimumSizeHint().height())
+        if event.size().height() < event.oldSize().height() and not memory.isFloating() and memory.height() > most:
+            self.resizeDocks([memory], [most], Qt.Orientation.Vertical)
 
     def _build_status_bar(self) -> None:
         self.hover_label = QLabel("")

@@ -55,7 +55,7 @@ class MemoryPanel(QWidget):
         super().__init__()
         self.monitor: MemoryMonitorLike | None = None
         self.plot = pg.PlotWidget(background=VIEW_BACKGROUND)
-        self.plot.setMinimumHeight(150)
+        self.plot.setMinimumHeight(80)  # low: in a small window the plot gives way before the controls
         self.plot.setLabel("left", "memory", units="B")
         self.plot.setLabel("bottom", "time", units="s")
         self.plot.showGrid(x=True, y=True, alpha=0.15)

@@ -90,8 +90,8 @@ class InferenceControls(QWidget):
         self.memory_budget.valueChanged.connect(self._emit_options)
 
     def _build_layout(self) -> None:
-        model_row = QHBoxLayout()
-        model_row.addWidget(self.model_name, 1)
+        model_row = QHBoxLayout()  # the name on a line of its own: a long one must not widen the panel
+        model_row.addWidget(QLabel("Model"), 1)
         model_row.addWidget(self.open_model)
         form = QFormLayout()
         form.addRow("Device", self.device)
@@ -104,8 +104,8 @@ class InferenceControls(QWidget):
         buttons.addWidget(self.segment, 1)
         buttons.addWidget(self.cancel)
         layout = QVBoxLayout(self)
-        layout.addWidget(QLabel("Model"))
         layout.addLayout(model_row)
+        layout.addWidget(self.model_name)
         layout.addSpacing(8)
         layout.addLayout(form)
         layout.addSpacing(8)
