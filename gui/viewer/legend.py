@@ -4,20 +4,59 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QIcon, QPixmap
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QIcon, QPainter, QPalette, QPixmap
 from PySide6.QtWidgets import (
+    QApplication,
     QCheckBox,
     QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QSlider,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
 
 CLASS_ROLE = Qt.ItemDataRole.UserRole
+NAME_ROLE = Qt.ItemDataRole.UserRole + 1  # the class's name alone (the display text adds its share)
+SHARE_ROLE = Qt.ItemDataRole.UserRole + 2  # "12.5 %", or None before a result
+MIN_ROW_WIDTH_PX = 120  # what a row asks for at most; a wider list gives it the rest
+SHARE_GAP_PX = 8  # between an elided name and its share
+
+
+class _LegendRow(QStyledItemDelegate):
+    """Paints a row as swatch, name elided in the middle, and the share right-aligned: a long name never hides
+    the share (the whole name is in the row's tooltip)."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+              ) -> None:
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        share = index.data(SHARE_ROLE)
+        style = opt.widget.style() if opt.widget is not None else QApplication.style()
+        share_width = opt.fontMetrics.horizontalAdvance(share) + SHARE_GAP_PX if share else 0
+        style.drawPrimitive(QStyle.PrimitiveElement.PE_PanelItemViewItem, opt, painter, opt.widget)
+        name_opt = QStyleOptionViewItem(opt)
+        name_opt.text = index.data(NAME_ROLE)
+        name_opt.textElideMode = Qt.TextElideMode.ElideMiddle
+        name_opt.rect = opt.rect.adjusted(0, 0, -share_width, 0)
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, name_opt, painter, opt.widget)
+        if share:
+            painter.save()
+            painter.setFont(opt.font)
+            foreground = index.data(Qt.ItemDataRole.ForegroundRole)
+            painter.setPen(foreground.color() if foreground is not None else opt.palette.color(QPalette.ColorRole.Text))
+            right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+            painter.drawText(opt.rect.adjusted(0, 0, -4, 0), right, share)
+            painter.restore()
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
+        hint = super().sizeHint(option, index)
+        return QSize(min(hint.width(), MIN_ROW_WIDTH_PX), hint.height())  # the row fits the list: no sideways scroll
 
 
 def _swatch(colour: Sequence[int], hidden: bool) -> QIcon:
@@ -35,6 +74,8 @@ class ClassLegend(QListWidget):
         super().__init__()
         self.setSelectionMode(QListWidget.SelectionMode.NoSelection)
         self.setToolTip("Click a class to hide or show it in the overlay")
+        self.setItemDelegate(_LegendRow(self))
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.itemClicked.connect(self._toggle)
         self._colours: tuple[tuple[int, int, int], ...] = ()
         self._names: tuple[str, ...] = ()
@@ -72,9 +113,13 @@ class ClassLegend(QListWidget):
         self.clear()
         for index, (name, colour) in enumerate(zip(self._names, self._colours)):
             hidden = index in self.hidden
-            text = name if self._shares is None else f"{name}  —  {100 * self._shares[index]:.1f} %"
+            share = None if self._shares is None else f"{100 * self._shares[index]:.1f} %"
+            text = name if share is None else f"{name}  —  {share}"
             item = QListWidgetItem(_swatch(colour, hidden), text)
             item.setData(CLASS_ROLE, index)
+            item.setData(NAME_ROLE, name)
+            item.setData(SHARE_ROLE, share)
+            item.setToolTip(f"{text}\nClick to {'show' if hidden else 'hide'} it in the overlay")
             font = item.font()
             font.setStrikeOut(hidden)
             item.setFont(font)
