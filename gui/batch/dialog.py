@@ -7,6 +7,7 @@ for the main window to show the image with its overlay.
 from __future__ import annotations
 
 import html
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +36,7 @@ from leanseg.core.jobs.batch_plan import BatchSettings, left_out_note
 from leanseg.core.jobs.manifest import MANIFEST_NAME, ImageRecord, recorded_outputs
 from leanseg.core.predict import InferenceOptions
 
+from ..messages import for_the_app
 from .results_table import ResultsTable
 from .runner import BatchRequest, BatchThread
 
@@ -61,8 +63,11 @@ class BatchDialog(QDialog):
         self.summary: BatchSummary | None = None
         self._thread: BatchThread | None = None
         self._started_at = 0.0
-        self._done = 0
-        self._todo = 0
+        self._done = 0  # images this run has finished
+        self._todo = 0  # images this run segments
+        self._before = 0  # images finished by an earlier run, skipped by this one
+        self._total = 0  # images in the folder: the bar counts against these
+        self._results_for = ""  # the input folder the table and bar describe
         self._recorded: tuple[tuple[Path, int, int], dict[str, Any] | None] | None = None  # manifest stat, outputs
         self._build()
         self.set_model(model_path, self.options)
@@ -82,8 +87,7 @@ class BatchDialog(QDialog):
         in_browse, out_browse = QPushButton("Browse…"), QPushButton("Browse…")
         in_browse.clicked.connect(lambda: self._choose_folder(self.in_edit, "Input folder"))
         out_browse.clicked.connect(lambda: self._choose_folder(self.out_edit, "Output folder"))
-        self.in_edit.textEdited.connect(self._on_input_edited)
-        self.in_edit.textChanged.connect(self._refresh)
+        self.in_edit.textChanged.connect(self._on_input_changed)
         self.out_edit.textChanged.connect(self._refresh)
         folders = QGridLayout()
         for row, (label, edit, browse) in enumerate((("Input folder", self.in_edit, in_browse),
@@ -113,12 +117,15 @@ class BatchDialog(QDialog):
         self.start_button.clicked.connect(self.start)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel)
+        self.next_failed_button = QPushButton("Next failed")
+        self.next_failed_button.setToolTip("Select the next image that failed in the table (its row is red)")
+        self.next_failed_button.clicked.connect(self.table.show_next_failed)
         self.open_output_button = QPushButton("Open output folder")
         self.open_output_button.clicked.connect(self.open_output_folder)
         close_button = QPushButton("Close")
         close_button.clicked.connect(self.reject)
         buttons = QHBoxLayout()
-        for button in (self.start_button, self.cancel_button, self.open_output_button):
+        for button in (self.start_button, self.cancel_button, self.next_failed_button, self.open_output_button):
             buttons.addWidget(button)
         buttons.addStretch(1)
         buttons.addWidget(close_button)
@@ -145,7 +152,6 @@ class BatchDialog(QDialog):
     def set_input_folder(self, folder: Path) -> None:
         """Point the dialog at `folder`; the output folder follows unless the user typed one."""
         self.in_edit.setText(str(folder))
-        self._on_input_edited(str(folder))
 
     def settings(self) -> BatchSettings:
         """The batch as the widgets describe it; ValueError says what is wrong."""
@@ -172,8 +178,8 @@ class BatchDialog(QDialog):
             return
         options = replace(self.options, want_probs=settings.write_probs)
         thread = self.batch_thread
-        self.table.clear_results()
-        self.summary = None
+        self._clear_results()
+        self._results_for = self.in_edit.text().strip()
         self.running = True
         self.status.setText(f"Starting: loading {model.name}…")
         self._refresh()
@@ -210,16 +216,20 @@ class BatchDialog(QDialog):
     def _on_event(self, event: JobEvent) -> None:
         if event.kind == "start":
             self._todo, self._done, self._started_at = event.count or 0, 0, time.monotonic()
-            self.progress.setRange(0, max(self._todo, 1))
-            self.progress.setValue(0)
-            for record in event.data.get("finished_before", []):
+            before = event.data.get("finished_before", [])
+            self._before = len(before)
+            self._total = int(event.data.get("total", self._before + self._todo))
+            self.progress.setFormat("%v of %m")
+            self.progress.setRange(0, max(self._total, 1))
+            self.progress.setValue(self._before)
+            for record in before:
                 self._add_record(ImageRecord.from_json(record), "done before")
             self.status.setText(event.message)
         elif event.kind == "info" and event.data.get("stage") == "segmenting":
             self.status.setText(self._progress_text(Path(event.path or "").name))
         elif event.kind in ("image", "error"):
             self._done = (event.index or 0) + 1
-            self.progress.setValue(self._done)
+            self.progress.setValue(self._before + self._done)
             self._add_record(ImageRecord.from_json(event.data), "ok" if event.kind == "image" else "failed")
             self.status.setText(self._progress_text(Path(event.path or "").name))
         self.job_event.emit(event)  # after the widgets show it
@@ -227,7 +237,7 @@ class BatchDialog(QDialog):
     def _on_finished(self, summary: BatchSummary) -> None:
         self.running = False
         self.summary = summary
-        failed = f", {len(summary.failed)} failed (see the table)" if summary.failed else ""
+        failed = f", {len(summary.failed)} failed (red in the table; Next failed finds them)" if summary.failed else ""
         if summary.cancelled:
             text = f"Cancelled: {summary.remaining} image(s) left; press Resume to go on{failed}."
         else:
@@ -238,6 +248,9 @@ class BatchDialog(QDialog):
             text += f" {note[0].upper()}{note[1:]}."
         self.status.setText(text)
         self._refresh()
+        if summary.failed:
+            self.table.setCurrentCell(-1, -1)
+            self.table.show_next_failed()  # the first failure in view
         self.batch_finished.emit(summary)
 
     def _on_failed(self, message: str) -> None:
@@ -246,6 +259,8 @@ class BatchDialog(QDialog):
         self._refresh()
 
     def _show_failure(self, message: str) -> None:
+        message = quote_paths(for_the_app(message), (self.in_edit.text().strip(), self.out_edit.text().strip()))
+        message = message[:1].upper() + message[1:]
         self.status.setText(f"<span style='color:#e06c5a'>{html.escape(message)}</span>")
         self.batch_failed.emit(message)
 
@@ -253,12 +268,28 @@ class BatchDialog(QDialog):
         elapsed = time.monotonic() - self._started_at
         rate = self._done / elapsed if elapsed > 0 and self._done else 0.0
         eta = f"ETA {_clock((self._todo - self._done) / rate)}" if rate > 0 else "ETA --:--"
-        return f"{self._done} of {self._todo} · {name} · {rate:.2f} images/s · {eta}"
+        return f"{self._before + self._done} of {self._total} · {name} · {rate:.2f} images/s · {eta}"
 
     def _add_record(self, record: ImageRecord, status: str) -> None:
         self.table.add_record(record, status, Path(self.in_edit.text().strip()), Path(self.out_edit.text().strip()))
 
     # -- state ----------------------------------------------------------------------------------------------
+    def _on_input_changed(self, text: str) -> None:
+        if not self.running and self._results_for and text.strip() != self._results_for:
+            self._clear_results()  # another folder: the last one's rows, bar and summary are not about it
+            self.status.setText("Press Start to segment this folder.")
+        self._on_input_edited(text)  # the output folder follows unless the user typed one
+        self._refresh()
+
+    def _clear_results(self) -> None:
+        self.table.clear_results()
+        self.summary = None
+        self._results_for = ""
+        self._done = self._todo = self._before = self._total = 0
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setFormat("")
+
     def _on_input_edited(self, text: str) -> None:
         if text.strip() and not self.out_edit.isModified():
             self.out_edit.setText(str(default_output_folder(Path(text.strip()))))
@@ -266,9 +297,7 @@ class BatchDialog(QDialog):
     def _choose_folder(self, edit: QLineEdit, title: str) -> None:
         name = QFileDialog.getExistingDirectory(self, title, edit.text() or str(Path.home()))
         if name:
-            edit.setText(name)
-            if edit is self.in_edit and not self.out_edit.isModified():
-                self.out_edit.setText(str(default_output_folder(Path(name))))
+            edit.setText(name)  # an input folder's output follows it (_on_input_changed)
 
     def _refresh(self) -> None:
         out = Path(self.out_edit.text().strip()) if self.out_edit.text().strip() else None
@@ -293,6 +322,9 @@ class BatchDialog(QDialog):
         self.start_button.setEnabled(not self.running)
         self.cancel_button.setEnabled(self.running)
         self.open_output_button.setEnabled(out is not None and out.is_dir())
+        failed = len(self.table.failed_rows())
+        self.next_failed_button.setEnabled(failed > 0)
+        self.next_failed_button.setText(f"Next failed ({failed})" if failed else "Next failed")
         for widget in (self.in_edit, self.out_edit, self.recursive, self.overlay, self.probs, self.overwrite):
             widget.setEnabled(not self.running)
 
@@ -334,6 +366,16 @@ class BatchDialog(QDialog):
             self._thread.stop()
             self._thread = None
             self.running = False
+
+
+def quote_paths(message: str, paths: tuple[str, ...]) -> str:
+    """`message` with each of `paths` in it set in quotes, so a folder whose name has spaces reads as one:
+    'input folder /a/does not exist does not exist' -> 'input folder "/a/does not exist" does not exist'."""
+    names = sorted({path for path in paths if path}, key=len, reverse=True)  # the longest first: a/b_out, a/b
+    if not names:
+        return message
+    pattern = "|".join(re.escape(name) for name in names)
+    return re.sub(f"(?<![\\w\"])(?:{pattern})(?![\\w/\\\\\"])", lambda match: f'"{match.group(0)}"', message)
 
 
 def _clock(seconds: float) -> str:

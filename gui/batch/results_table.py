@@ -7,11 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
 
 from leanseg.core.jobs.manifest import ImageRecord
 
 COLUMNS = ("File", "Size", "Seconds", "Status", "Message")
+STATUS_COLUMN = COLUMNS.index("Status")
+FAILED_BACKGROUND = QColor(110, 40, 36)  # a failed image's row
+FAILED_TEXT = QColor(255, 214, 208)
 
 
 class ResultsTable(QTableWidget):
@@ -42,11 +46,32 @@ class ResultsTable(QTableWidget):
             self.insertRow(row)
         size = f"{record.width} × {record.height}" if record.width else ""
         seconds = f"{record.seconds:.2f}" if record.status == "ok" else ""
-        for column, text in enumerate((record.source, size, seconds, status, record.error)):
-            self.setItem(row, column, QTableWidgetItem(text))
+        failed = status == "failed"
+        reason = record.error.removeprefix(f"{in_dir / record.source}: ")  # the File column names the image
+        for column, text in enumerate((record.source, size, seconds, status, reason)):
+            item = QTableWidgetItem(text)
+            if failed:  # marked so it stands out in a long list; the whole reason in the tooltip
+                item.setBackground(FAILED_BACKGROUND)
+                item.setForeground(FAILED_TEXT)
+                item.setToolTip(record.error)
+            self.setItem(row, column, item)
         if record.status == "ok" and "labels" in record.outputs:
             paths = (str(in_dir / record.source), str(out_dir / record.outputs["labels"].path))
             self.item(row, 0).setData(Qt.ItemDataRole.UserRole, paths)
+
+    def failed_rows(self) -> list[int]:
+        """The rows of images that failed, top to bottom."""
+        return [row for row in range(self.rowCount()) if self.item(row, STATUS_COLUMN).text() == "failed"]
+
+    def show_next_failed(self) -> int | None:
+        """Select and scroll to the first failed row below the current one (wrapping round); its row, or None."""
+        rows = self.failed_rows()
+        if not rows:
+            return None
+        row = next((r for r in rows if r > self.currentRow()), rows[0])
+        self.selectRow(row)
+        self.scrollToItem(self.item(row, 0), QAbstractItemView.ScrollHint.PositionAtCenter)
+        return row
 
     def result_paths(self, row: int) -> tuple[Path, Path] | None:
         """(image, labels) of row `row`, or None where it has no labels (failed, or no such row)."""

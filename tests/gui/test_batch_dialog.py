@@ -60,6 +60,7 @@ def test_a_batch_runs_fills_the_table_and_reports_bad_files(qtbot, gui_tiny_chec
     rows = _table(dialog)
     assert len(rows) == 5 and rows["p0.png"][0] == "ok"
     assert rows["broken.jpg"][0] == "failed" and "not an image" in rows["broken.jpg"][1]
+    assert str(image_folder) not in rows["broken.jpg"][1]  # the File column names it; the tooltip has the path
     assert dialog.progress.value() == 5 and dialog.progress.maximum() == 5
     assert "Done: 4 segmented" in dialog.status.text() and "1 failed" in dialog.status.text()
     labels = cv2.imread(str(default_output_folder(image_folder) / "p3_labels.png"), cv2.IMREAD_UNCHANGED)
@@ -132,6 +133,7 @@ def test_cancel_then_resume_finishes_without_redoing(qtbot, gui_tiny_checkpoint,
     rows = _table(dialog)
     assert len(rows) == 4
     assert sum(status == "done before" for status, _ in rows.values()) == len(first.records)
+    assert (dialog.progress.value(), dialog.progress.maximum(), dialog.progress.text()) == (4, 4, "4 of 4")
 
 
 def test_activating_a_row_asks_to_open_the_image_with_its_labels(qtbot, gui_tiny_checkpoint, image_folder) -> None:
@@ -233,3 +235,41 @@ def test_other_outputs_start_over_and_a_refused_resume_says_what_to_tick(qtbot, 
     with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as blocker:
         dialog.start()
     assert blocker.args[0].all_ok
+
+
+def test_failed_rows_are_marked_and_next_failed_finds_them(qtbot, gui_tiny_checkpoint, image_folder) -> None:
+    for name in ("a_broken.jpg", "z_broken.png"):
+        (image_folder / name).write_text("not an image")
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    assert not dialog.next_failed_button.isEnabled()
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS):
+        dialog.start()
+    table = dialog.table
+    failed = table.failed_rows()
+    assert sorted(table.item(row, 0).text() for row in failed) == ["a_broken.jpg", "z_broken.png"]
+    ok_row = next(row for row in range(table.rowCount()) if row not in failed)
+    for row in failed:  # tinted apart from the ok rows, the whole message in the tooltip
+        assert table.item(row, 3).background().color() != table.item(ok_row, 3).background().color()
+        assert str(image_folder) in table.item(row, 4).toolTip()
+    assert table.currentRow() == failed[0]  # the first failure is selected and in view when the run ends
+    assert dialog.next_failed_button.isEnabled() and dialog.next_failed_button.text() == "Next failed (2)"
+    qtbot.mouseClick(dialog.next_failed_button, Qt.MouseButton.LeftButton)
+    assert table.currentRow() == failed[1]
+    qtbot.mouseClick(dialog.next_failed_button, Qt.MouseButton.LeftButton)
+    assert table.currentRow() == failed[0]  # round again
+
+
+def test_another_folder_clears_the_last_ones_results_and_a_missing_one_is_quoted(qtbot, gui_tiny_checkpoint,
+                                                                                 image_folder, tmp_path) -> None:
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS):
+        dialog.start()
+    assert dialog.table.rowCount() == 4 and dialog.start_button.text() == "Run again"
+    missing = tmp_path / "does not exist"
+    dialog.in_edit.setText(str(missing))
+    assert dialog.table.rowCount() == 0 and dialog.progress.value() == 0 and dialog.progress.text() == ""
+    assert dialog.out_edit.text() == str(default_output_folder(missing))  # the output follows the input
+    assert dialog.start_button.text() == "Start" and "Done" not in dialog.status.text()
+    with qtbot.waitSignal(dialog.batch_failed, timeout=5000) as blocker:
+        dialog.start()
+    assert blocker.args[0] == f'Input folder "{missing}" does not exist or is not a folder'
