@@ -141,7 +141,7 @@ class VideoPanel(ExportActionsMixin):
         try:
             info = self.playback.open(Path(path), self.model_path, self.options)
         except VideoReadError as err:
-            self._show_error(f"Could not open the video: {err}")
+            self._show_failed_open(Path(path), f"Could not open the video: {err}")
             return False
         self.source, self.info, self.last_frame = Path(path), info, None
         self.setWindowTitle(f"{Path(path).name} — leanseg video")
@@ -155,6 +155,24 @@ class VideoPanel(ExportActionsMixin):
         self._refresh()
         self.video_opened.emit(info)
         return True
+
+    def _show_failed_open(self, path: Path, message: str) -> None:
+        """Nothing of the video shown before stays: the panel names the file that failed, and why."""
+        self.playback.close()
+        self.source, self.info, self.last_frame, self.last_summary = None, None, None, None
+        self.setWindowTitle(f"{path.name} (could not open) — leanseg video")
+        self.viewer.clear_image(f"{path.name} could not be opened")
+        self.info_label.setText(f"{path.name}: not opened")
+        self.slider.blockSignals(True)
+        self.slider.setRange(0, 0)
+        self.slider.blockSignals(False)
+        self.position_label.setText("—")
+        self.rate_label.setText("")
+        self.play_button.setText("Play")
+        self.progress.reset()
+        self.legend.set_labels(None)
+        self._show_error(message)
+        self._refresh()
 
     def set_model(self, model_path: Path | None, options: InferenceOptions) -> None:
         """Use this model (and device/engine options) for live segmentation and export."""
@@ -179,6 +197,8 @@ class VideoPanel(ExportActionsMixin):
     # -- worker -> widgets ------------------------------------------------------------------------------------
     def _on_frame(self, shown: ShownFrame) -> None:
         try:
+            if self.source is None:  # a frame of a video closed since (a failed open cleared the panel)
+                return
             first = self.viewer.pixels is None or self.viewer.pixels.shape != shown.rgb.shape
             if first:
                 self.viewer.set_image(shown.rgb)

@@ -73,6 +73,14 @@ class SegmentationViewer(pg.GraphicsView):
         self.placeholder.hide()
         self.fit()
 
+    def clear_image(self, message: str) -> None:
+        """Show no image, only `message` where it was."""
+        self.pixels = None
+        self.clear_labels()
+        self.image_item.clear()
+        self.placeholder.setText(message)
+        self.placeholder.show()
+
     def set_labels(self, labels: np.ndarray, colours: Sequence[Sequence[int]], names: Sequence[str]) -> None:
         """Overlay (H, W) uint8 labels, each class drawn in its colour."""
         if self.pixels is not None and labels.shape != self.pixels.shape[:2]:

@@ -125,6 +125,17 @@ def test_full_export_and_bad_files(qtbot, panel: VideoPanel, tmp_path: Path) -> 
     assert "Exported 5 frame(s)" in panel.export_label.text()
     assert isinstance(panel.last_frame.labels, np.ndarray)
 
+    broken = tmp_path / "broken.mp4"  # after an export: nothing of clip.mp4 may stay beside the error
+    broken.write_bytes(clip.read_bytes()[:600])
+    assert not panel.open_video(broken)
+    assert panel.source is None and panel.last_frame is None and panel.viewer.pixels is None
+    assert panel.viewer.placeholder.isVisible() and panel.viewer.placeholder.text() == "broken.mp4 could not be opened"
+    assert panel.windowTitle().startswith("broken.mp4 (could not open)")
+    assert panel.info_label.text() == "broken.mp4: not opened" and "clip" not in panel.position_label.text()
+    assert panel.progress.text() == "" and panel.progress.value() < panel.progress.minimum()
+    assert panel.export_label.text() == errors[-1] and str(broken) in errors[-1]
+    assert not panel.play_button.isEnabled() and not panel.export_button.isEnabled()
+
 
 def _open_clip(qtbot, panel: VideoPanel, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
     clip = write_video(tmp_path / "clip.mp4", frames=3, fps=10.0)
