@@ -120,6 +120,9 @@ class FileActionsMixin(QMainWindow):
         return Path(name) if name else None
 
     def _write(self, path: Path, pixels: np.ndarray) -> Path | None:
+        """Write `pixels` as a PNG; a name without .png gets it (as the save dialog's filter says)."""
+        if path.suffix.lower() != ".png":
+            path = path.with_name(f"{path.name}.png")
         try:
             written = write_png(path, pixels)
         except (OSError, ValueError) as err:

@@ -174,6 +174,13 @@ def test_save_labels_and_overlay(qtbot, make_window, gui_tiny_checkpoint, small_
     np.testing.assert_array_equal(read_image(labels_path).pixels, blocker.args[0].labels)
     assert read_image(overlay_path).pixels.shape == (72, 96, 3)
 
+    bare = window.save_labels(tmp_path / "out" / "saved labels ü")  # typed without .png: it is added
+    assert bare == tmp_path / "out" / "saved labels ü.png" and bare.is_file()
+    assert not (tmp_path / "out" / "saved labels ü").exists()
+    np.testing.assert_array_equal(read_image(bare).pixels, blocker.args[0].labels)
+    assert window.save_overlay(tmp_path / "out" / "overlay.v2") == tmp_path / "out" / "overlay.v2.png"
+    assert window.statusBar().currentMessage() == f"Saved {tmp_path / 'out' / 'overlay.v2.png'}"
+
 
 def test_changing_the_engine_resegments_with_the_new_options(qtbot, make_window, gui_tiny_checkpoint, small_image):
     window = make_window(gui_tiny_checkpoint)
