@@ -118,13 +118,13 @@ def _read_tiff(path: Path, limit: int) -> ImageData:
             if page.samplesperpixel > 4:
                 raise ImageReadError(path, f"unsupported TIFF: {page.samplesperpixel} samples per pixel "
                                            "(expected 1 gray, 3 RGB or 4 RGBA)")
-            compression = page.compression
+            compression = str(getattr(page.compression, "name", page.compression))  # an enum at run time
             try:
                 pixels = page.asarray()
             except (ValueError, ImportError) as err:  # a codec tifffile has only through imagecodecs
                 if not isinstance(err, ImportError) and "imagecodecs" not in str(err):
                     raise
-                pixels = _decode_tiff_with_opencv(path, compression.name)
+                pixels = _decode_tiff_with_opencv(path, compression)
     except ImageReadError:
         raise
     except Exception as err:  # tifffile raises many types for damaged files
