@@ -383,6 +383,9 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         model_path = self.model_status.path if self.model_status is not None else None
         window_state.save(self, self.settings, self.controls, self.overlay_panel, model_path)
         self.controller.shutdown()
+        batch_dialog = getattr(self, "batch_dialog", None)
+        if batch_dialog is not None:
+            batch_dialog.reject()  # its finished signal cancels a running batch and joins its thread
         self.memory_panel.set_monitor(None)
         if self.monitor is not None:
             self.monitor.close()

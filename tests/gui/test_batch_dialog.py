@@ -273,3 +273,26 @@ def test_another_folder_clears_the_last_ones_results_and_a_missing_one_is_quoted
     with qtbot.waitSignal(dialog.batch_failed, timeout=5000) as blocker:
         dialog.start()
     assert blocker.args[0] == f'Input folder "{missing}" does not exist or is not a folder'
+
+
+def test_closing_the_main_window_mid_batch_stops_the_batch_and_its_thread(qtbot, make_window, gui_tiny_checkpoint,
+                                                                           image_folder) -> None:
+    window = make_window(gui_tiny_checkpoint)
+    window.open_folder(image_folder)
+    dialog = window.batch_dialog
+    qtbot.waitUntil(dialog.isVisible, timeout=5_000)
+    second_image = threading.Event()
+
+    def hold_second_image(event) -> None:  # type: ignore[no-untyped-def]
+        if event.kind == "info" and event.index == 1:  # on the batch thread: the window closes meanwhile
+            second_image.set()
+            threading.Event().wait(1.0)
+
+    thread = dialog.batch_thread
+    thread.runner.job_event.connect(hold_second_image, Qt.ConnectionType.DirectConnection)
+    dialog.start()
+    assert second_image.wait(JOB_TIMEOUT_MS / 1000)
+    window.close()
+    assert not thread.thread.isRunning() and not dialog.running and not dialog.isVisible()
+    done = sorted(p.name for p in default_output_folder(image_folder).glob("*_labels.png"))
+    assert len(done) < 4  # cancelled: the images after the held one were not segmented
