@@ -74,19 +74,19 @@ def _level_steps(missed: torch.Tensor, false: torch.Tensor) -> tuple[torch.Tenso
 def hardest_pixels_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, *, class_weights: torch.Tensor,
                                  ignore_index: int, label_smoothing: float, fraction: float) -> torch.Tensor:
     """Online hard example mining (Shrivastava et al. 2016, as in HRNet's and PSPNet's segmentation training):
-    the class-weighted cross-entropy averaged over the `fraction` of the batch's labelled pixels with the largest
-    loss; the rest get no gradient. Hardness is the unweighted loss, the average is weighted as the full one is
-    (sum of w[label] x loss over sum of w[label]), so `fraction` 1 and no smoothing give `F.cross_entropy`'s value.
+    the class-weighted, label-smoothed cross-entropy averaged over the `fraction` of the batch's labelled pixels
+    with the largest loss; the rest get no gradient. Each pixel's loss is `F.cross_entropy`'s own (smoothing
+    weighted class by class as it does), the average divides by the kept pixels' label weights as its mean
+    does: at `fraction` 1 this is `F.cross_entropy`'s value.
     """
-    per_pixel = F.cross_entropy(logits.float(), labels, ignore_index=ignore_index, label_smoothing=label_smoothing,
-                                reduction="none")
+    per_pixel = F.cross_entropy(logits.float(), labels, weight=class_weights, ignore_index=ignore_index,
+                                label_smoothing=label_smoothing, reduction="none")
     labelled = labels != ignore_index
     losses = per_pixel[labelled]
     if losses.numel() == 0:
         return logits.sum() * 0.0
     hardest = losses.detach().topk(max(1, math.ceil(fraction * losses.numel())), sorted=False).indices
-    weights = class_weights[labels[labelled][hardest]]
-    return (losses[hardest] * weights).sum() / weights.sum()
+    return losses[hardest].sum() / class_weights[labels[labelled][hardest]].sum()
 
 
 def segmentation_loss(logits: torch.Tensor, labels: torch.Tensor, *, class_weights: torch.Tensor,

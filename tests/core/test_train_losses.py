@@ -134,16 +134,17 @@ def test_weight_zero_is_the_cross_entropy_alone() -> None:
     assert torch.allclose(both, cross_entropy + 2.0 * lovasz_softmax(logits, labels, VOID))
 
 
-def test_hard_example_mining_over_every_pixel_is_the_weighted_cross_entropy() -> None:
+def test_hard_example_mining_over_every_pixel_is_the_weighted_smoothed_cross_entropy() -> None:
     generator = torch.Generator().manual_seed(3)
     logits = torch.randn(2, 4, 6, 7, generator=generator)
     labels = torch.randint(0, 4, (2, 6, 7), generator=generator)
     labels[0, :2] = VOID
     weights = torch.tensor([0.5, 1.0, 2.0, 4.0])
-    full = F.cross_entropy(logits, labels, weight=weights, ignore_index=VOID)
-    mined = hardest_pixels_cross_entropy(logits, labels, class_weights=weights, ignore_index=VOID,
-                                         label_smoothing=0.0, fraction=1.0)
-    assert torch.allclose(mined, full)
+    for smoothing in (0.0, 0.05):
+        full = F.cross_entropy(logits, labels, weight=weights, ignore_index=VOID, label_smoothing=smoothing)
+        mined = hardest_pixels_cross_entropy(logits, labels, class_weights=weights, ignore_index=VOID,
+                                             label_smoothing=smoothing, fraction=1.0)
+        assert torch.allclose(mined, full)
 
 
 def test_hard_example_mining_averages_the_hardest_share_and_leaves_the_rest_without_gradient() -> None:
