@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..events import JobEvent
+from ..io.outputs import OutputPathError
 from ..jobs import ManifestError, segment_files
 from ..memory import format_bytes
 from . import SUMMARIES
@@ -65,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
                                     overwrite=args.overwrite, cancel=cancel, on_event=on_event)
     except (CommandError, ManifestError) as err:  # ManifestError: FolderBusyError, another run writes --out
         return report_error(err)
+    except OutputPathError as err:  # names the output already
+        return report_error(CommandError(str(err)))
     except OSError as err:
         return report_error(CommandError(f"{args.out}: cannot write the output folder ({err.strerror or err})"))
     ok = [r for r in summary.results if r.ok]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..events import JobEvent
 from ..io.output_names import output_stem
+from ..io.outputs import OutputPathError
 from ..io.video import VideoReadError
 from ..io.video_writer import WRITER_CODECS, VideoWriteError
 from ..jobs import VideoJobOptions, segment_video
@@ -119,6 +120,8 @@ def _run(args: argparse.Namespace, options: VideoJobOptions, segmenter: Segmente
                                     guard=guard)
     except (VideoReadError, VideoWriteError, CommandError) as err:
         return report_error(err)
+    except OutputPathError as err:  # names the output already
+        return report_error(CommandError(str(err)))
     except OSError as err:  # e.g. a folder that cannot be written
         return report_error(CommandError(f"{err.filename or args.out}: cannot write it ({err.strerror or err})"))
     except KeyboardInterrupt:

@@ -65,6 +65,11 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as err:  # named by the output, not by the temp file beside it
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OutputPathError):
+            raise
+        raise OutputPathError(f"cannot write {path}: {err.strerror or err}") from err
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QFileDialog, QMainWindow
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox
 
 from leanseg.core.io.images import IMAGE_SUFFIXES, to_rgb8
-from leanseg.core.io.outputs import overlay, write_png
+from leanseg.core.io.outputs import OutputPathError, overlay, write_png
 from leanseg.core.model.sources import MODEL_SUFFIXES, is_model_file  # .safetensors, .pt2, .onnx, .leanseg
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
@@ -117,7 +117,16 @@ class FileActionsMixin(QMainWindow):
         stem = self.image.path.stem if self.image is not None and self.image.path is not None else "image"
         start = str(Path(self.settings.last_dir("save")) / f"{stem}{suffix}")
         name, _ = QFileDialog.getSaveFileName(self, title, start, "PNG images (*.png)")
-        return Path(name) if name else None
+        if not name:
+            return None
+        path = Path(name)
+        if path.suffix.lower() != ".png":  # the dialog confirmed replacing NAME, not NAME.png: ask for that one
+            path = path.with_name(f"{path.name}.png")
+            replace = QMessageBox.StandardButton.Yes
+            if path.exists() and QMessageBox.question(self, title, f"{path.name} already exists. Replace it?",
+                                                      replace | QMessageBox.StandardButton.No) != replace:
+                return None
+        return path
 
     def _write(self, path: Path, pixels: np.ndarray) -> Path | None:
         """Write `pixels` as a PNG; a name without .png gets it (as the save dialog's filter says)."""
@@ -125,6 +134,9 @@ class FileActionsMixin(QMainWindow):
             path = path.with_name(f"{path.name}.png")
         try:
             written = write_png(path, pixels)
+        except OutputPathError as err:  # names the file already
+            self.show_error("Could not save", f"Could not save: {err}")
+            return None
         except (OSError, ValueError) as err:
             self.show_error("Could not save", f"Could not write {path}: {err}")
             return None
