@@ -21,14 +21,14 @@ APP_WORDING = (
     ("choose a folder for --out", "choose a folder for the output"),
 )
 # An absolute path with no spaces inside a sentence ("the card /tmp/m/x.json lists ..."), POSIX or Windows.
-_INLINE_PATH = re.compile(r"(?<![\w.])(?:[A-Za-z]:[\\/]|/)(?:[^\s:;,()'\"\\/]+[\\/])+([^\s:;,()'\"\\/]+)")
+_INLINE_PATH = re.compile(r"(?<![\w.:/])(?:[A-Za-z]:[\\/]|/)(?:[^\s:;,()'\"\\/]+[\\/])+([^\s:;,()'\"\\/]+)")
 _PATH_START = re.compile(r" (?:/|[A-Za-z]:[\\/])")  # where a path begins after the words before it
 
 
 def for_the_app(message: str) -> str:
     """`message` with the command-line flags it names replaced by the app's fields ("Memory budget")."""
     for flag, field in APP_WORDING:
-        message = message.replace(flag, field)
+        message = re.sub(rf"{re.escape(flag)}(?![\w-])", field, message)  # --device, not --device-map
     return message
 
 
@@ -57,10 +57,13 @@ def status_line(message: str) -> str:
     elif why and inline:  # "What failed PATH: why"
         path, subject, message = head[inline.start() + 1:], _lower_first(head[:inline.start()]), why
     if path:
-        name = re.split(r"[\\/]", path)[-1]
+        path = path.rstrip("\\/") or path  # a folder written "/out/" is named "out"
+        name = re.split(r"[\\/]", path)[-1] or path
         subject = f"{subject} {name}" if subject else name
         folder = path[:len(path) - len(name)]
-        message = message.replace(folder, "")  # files beside it ("the card /m/net.json") by name too
+        if len(folder) > 1 and not re.fullmatch(r"[A-Za-z]:[\\/]", folder):  # never strip the bare root
+            # files beside it ("the card /m/net.json") by name too, where the folder begins a path
+            message = re.sub(rf"(?<![\w.:/]){re.escape(folder)}(?=[^\s\\/])", "", message)
     message = _INLINE_PATH.sub(lambda match: match.group(1), message)
     message = message[:1].upper() + message[1:]
     return f"{message} · {subject}" if subject else message

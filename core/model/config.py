@@ -126,13 +126,18 @@ class PlainUNetConfig:
 
 
 ModelConfig = Union[MobileUNetConfig, PlainUNetConfig]
+OPTIONAL_FIELDS = ("context_dilations",)  # fields added after format 1 shipped; empty by default
 CONFIG_KINDS: dict[str, type] = {"MobileUNet": MobileUNetConfig, "PlainUNet": PlainUNetConfig}
 
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
     """{'kind': 'MobileUNet', ...fields} for checkpoint metadata."""
     kind = {MobileUNetConfig: "MobileUNet", PlainUNetConfig: "PlainUNet"}[type(config)]
-    return {"kind": kind, **asdict(config)}
+    fields_ = asdict(config)
+    for name in OPTIONAL_FIELDS:  # left out at their default, so releases before them still read the file
+        if name in fields_ and not fields_[name]:
+            del fields_[name]
+    return {"kind": kind, **fields_}
 
 
 def config_from_dict(data: dict[str, Any]) -> ModelConfig:

@@ -371,7 +371,8 @@ class BatchDialog(QDialog):
 def quote_paths(message: str, paths: tuple[str, ...]) -> str:
     """`message` with each of `paths` in it set in quotes, so a folder whose name has spaces reads as one:
     'input folder /a/does not exist does not exist' -> 'input folder "/a/does not exist" does not exist'."""
-    names = sorted({path for path in paths if path}, key=len, reverse=True)  # the longest first: a/b_out, a/b
+    # the longest first (a/b_out before a/b); a bare relative name ("in") is a word in a sentence too: left be
+    names = sorted({path for path in paths if re.search(r"[\\/]", path)}, key=len, reverse=True)
     if not names:
         return message
     pattern = "|".join(re.escape(name) for name in names)

@@ -25,9 +25,16 @@ def test_skip_taps_come_from_block_metadata() -> None:
     assert encoder.out_channels == [16, 24, 32, 96, 320]
 
 
-@pytest.mark.parametrize("config", [MobileUNetConfig(width=0.5), PlainUNetConfig(depth=3)])
+@pytest.mark.parametrize("config", [MobileUNetConfig(width=0.5), MobileUNetConfig(context_dilations=(2, 4)),
+                                    PlainUNetConfig(depth=3)])
 def test_config_round_trip(config: object) -> None:
     assert config_from_dict(config_to_dict(config)) == config  # type: ignore[arg-type]
+
+
+def test_a_field_added_later_is_left_out_at_its_default() -> None:
+    """A checkpoint of a model without a context module reads the same as before the option existed."""
+    assert "context_dilations" not in config_to_dict(MobileUNetConfig())
+    assert config_to_dict(MobileUNetConfig(context_dilations=(2,)))["context_dilations"] == (2,)
 
 
 def test_config_errors_name_the_value() -> None:

@@ -23,3 +23,19 @@ def test_a_status_line_puts_the_reason_before_the_files_name() -> None:
         "No such folder · could not write labels.png")
     assert status_line("Open a model file first (File > Open model).") == (
         "Open a model file first (File > Open model).")
+
+
+def test_urls_a_file_at_the_root_and_a_trailing_slash_are_left_whole() -> None:
+    assert status_line("/a/b/net.onnx: see https://onnx.ai/onnx/operators/Resize.html: opset 9") == (
+        "See https://onnx.ai/onnx/operators/Resize.html: opset 9 · net.onnx")
+    assert status_line("/photo.png: 3/4 of the rows are blank") == "3/4 of the rows are blank · photo.png"
+    assert status_line("Could not write /data/out/: permission denied") == "Permission denied · could not write out"
+    assert for_the_app("--device-map is not --device") == "--device-map is not Device"
+
+
+def test_only_paths_are_quoted_not_a_relative_name_that_is_also_a_word() -> None:
+    from leanseg.gui.batch.dialog import quote_paths
+
+    assert quote_paths("images in it are kept", ("in", "out")) == "images in it are kept"
+    assert quote_paths("input folder /a/does not exist does not exist", ("/a/does not exist",)) == (
+        'input folder "/a/does not exist" does not exist')

@@ -63,10 +63,11 @@ def test_mobile_unet_is_banded_and_labels_out(name: str) -> None:
     assert "labels-out head" in text and "no labels-out head" not in text
 
 
-def test_any_size_and_repeat_runs() -> None:
-    model, _ = _models()["mobile_unet"]
+@pytest.mark.parametrize("name", ["mobile_unet", "mobile_unet_context"])
+def test_any_size_and_repeat_runs(name: str) -> None:
+    model, _ = _models()[name]
     plan = compile(model, device="cpu")
-    for height, width in [(1, 1), (33, 7), (64, 64), (33, 7)]:
+    for height, width in [(1, 1), (33, 7), (64, 64), (200, 300), (33, 7)]:
         x = torch.randn(1, 3, height, width)
         with torch.inference_mode():
             expected = model(x)
