@@ -14,6 +14,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from .outputs import make_folder
+
 # Output suffix -> FourCC this OpenCV build can encode (pip wheels have no H.264 encoder).
 WRITER_CODECS: dict[str, str] = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".mkv": "mp4v", ".avi": "MJPG"}
 # OpenCV's own MJPEG/AVI writer keeps any frame size; through FFmpeg, OpenCV rounds odd sizes down to even.
@@ -51,7 +53,7 @@ class VideoWriter:
             raise VideoWriteError(self.path, f"frame size must be positive, got {width}x{height}")
         if self.path.is_dir():
             raise VideoWriteError(self.path, "is a folder; give a file name such as out.mp4")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(self.path.parent)
         self.partial_path = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
         self.fps = fps
         self.size = (width, height)  # of the frames given to write()

@@ -20,6 +20,7 @@ from ..engine.tiling import run_tiles
 from ..events import EventSink, ignore_event
 from ..io.images import ImageData, to_model_input
 from ..io.large import MEMMAP_MIN_PIXELS, MappedTiff, create_label_tiff, mappable_tiff, open_large_tiff
+from ..io.outputs import make_folder
 from ..memory import peak_bytes, reset_peak
 from ..predict import Segmenter
 from ..segment_tiled import canvas_io, cpu_runner_for, job_width, plan_event, plan_tiles, runner_for
@@ -65,7 +66,7 @@ def segment_large_tiff(
     plan = plan_tiles(segmenter, source_tiff.height, job_width(segmenter, source_tiff.width), output="labels",
                       image_width=source_tiff.width)
     on_event(plan_event(plan))
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(out_path.parent)
     partial = out_path.with_name(f".{out_path.name}.partial")
     labels_tiff = create_label_tiff(partial, source_tiff.height, source_tiff.width)
     try:

@@ -11,6 +11,8 @@ import json
 import os
 from pathlib import Path
 
+from ..io.outputs import make_folder
+
 LEDGER_NAME = ".leanseg-segment.jsonl"
 
 
@@ -45,7 +47,7 @@ class SegmentLedger:
         if self.written.get(name) == str(source):
             return
         if self._handle is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(self.path.parent)
             self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
         self._handle.write(json.dumps({"output": name, "source": str(source)}) + "\n")
         self._handle.flush()

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.output_names import frame_labels_name
-from ..io.outputs import overlay, write_png
+from ..io.outputs import make_folder, overlay, write_png
 from ..io.video import VideoFrame
 from ..io.video_writer import VideoWriter
 
@@ -28,7 +28,7 @@ class ClassFractionsCsv:
     def __init__(self, path: Path, class_names: Sequence[str]) -> None:
         self.path = path
         self.num_classes = len(class_names)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent)
         self.partial_path = path.with_name(f".{path.name}.partial")
         self._handle = self.partial_path.open("w", encoding="utf-8", newline="")
         header = ["frame_index", "time_s", *(_csv_field(f"fraction {name}") for name in class_names)]
@@ -79,7 +79,7 @@ class SegmentedFrameSink:
         self.error: BaseException | None = None
         self.label_files = 0
         if labels_dir is not None:
-            labels_dir.mkdir(parents=True, exist_ok=True)
+            make_folder(labels_dir)
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
         self._thread = threading.Thread(target=self._drain, name="video-writer", daemon=True)
         self._thread.start()
