@@ -278,7 +278,8 @@ class BatchDialog(QDialog):
         if not self.running and self._results_for and text.strip() != self._results_for:
             self._clear_results()  # another folder: the last one's rows, bar and summary are not about it
             self.status.setText("Press Start to segment this folder.")
-        self._on_input_edited(text)  # the output folder follows unless the user typed one
+        if text.strip() and not self.out_edit.isModified():  # the output folder follows unless the user typed one
+            self.out_edit.setText(str(default_output_folder(Path(text.strip()))))
         self._refresh()
 
     def _clear_results(self) -> None:
@@ -289,10 +290,6 @@ class BatchDialog(QDialog):
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
         self.progress.setFormat("")
-
-    def _on_input_edited(self, text: str) -> None:
-        if text.strip() and not self.out_edit.isModified():
-            self.out_edit.setText(str(default_output_folder(Path(text.strip()))))
 
     def _choose_folder(self, edit: QLineEdit, title: str) -> None:
         name = QFileDialog.getExistingDirectory(self, title, edit.text() or str(Path.home()))

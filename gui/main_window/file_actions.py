@@ -33,6 +33,11 @@ def path_kind(path: Path) -> str:
     return "image"
 
 
+def png_name(path: Path) -> Path:
+    """`path`, or NAME.png for a NAME without the .png the save dialogs' filter asks for."""
+    return path if path.suffix.lower() == ".png" else path.with_name(f"{path.name}.png")
+
+
 class FileActionsMixin(QMainWindow):
     """Mixed into MainWindow: everything that starts from a file name."""
 
@@ -119,9 +124,8 @@ class FileActionsMixin(QMainWindow):
         name, _ = QFileDialog.getSaveFileName(self, title, start, "PNG images (*.png)")
         if not name:
             return None
-        path = Path(name)
-        if path.suffix.lower() != ".png":  # the dialog confirmed replacing NAME, not NAME.png: ask for that one
-            path = path.with_name(f"{path.name}.png")
+        path = png_name(Path(name))
+        if path.name != Path(name).name:  # the dialog confirmed replacing NAME, not NAME.png: ask for that one
             replace = QMessageBox.StandardButton.Yes
             if path.exists() and QMessageBox.question(self, title, f"{path.name} already exists. Replace it?",
                                                       replace | QMessageBox.StandardButton.No) != replace:
@@ -130,8 +134,7 @@ class FileActionsMixin(QMainWindow):
 
     def _write(self, path: Path, pixels: np.ndarray) -> Path | None:
         """Write `pixels` as a PNG; a name without .png gets it (as the save dialog's filter says)."""
-        if path.suffix.lower() != ".png":
-            path = path.with_name(f"{path.name}.png")
+        path = png_name(path)
         try:
             written = write_png(path, pixels)
         except OutputPathError as err:  # names the file already

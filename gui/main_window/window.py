@@ -89,11 +89,12 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         self.docks = [self._dock("Inference", _scrolling(self.controls), Qt.DockWidgetArea.LeftDockWidgetArea),
                       self._dock("Overlay", self.overlay_panel, Qt.DockWidgetArea.RightDockWidgetArea),
                       self._dock("Memory", self.memory_panel, Qt.DockWidgetArea.BottomDockWidgetArea)]
+        self.memory_dock = self.docks[2]
         self.actions = build_menus(self)
         self.memory_lab_action = self.install_memory_lab()  # Tools > Memory lab…
         self.menuBar().addAction(self.actions.help_menu.menuAction())  # keep Help last
         self.resizeDocks(self.docks, [270, 250, 240], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks[2]], [240], Qt.Orientation.Vertical)
+        self.resizeDocks([self.memory_dock], [240], Qt.Orientation.Vertical)
         self._build_status_bar()
         self._connect()
         window_state.restore(self, self.settings, self.controls, self.overlay_panel)
@@ -125,7 +126,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
     def resizeEvent(self, event: QResizeEvent) -> None:
         """In a low window the memory plot gives way (to MEMORY_SHARE of the height) before the image does."""
         super().resizeEvent(event)
-        memory = self.docks[2]
+        memory = self.memory_dock
         most = max(int(event.size().height() * MEMORY_SHARE), memory.minimumSizeHint().height())
         if event.size().height() < event.oldSize().height() and not memory.isFloating() and memory.height() > most:
             self.resizeDocks([memory], [most], Qt.Orientation.Vertical)

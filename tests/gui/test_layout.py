@@ -14,7 +14,7 @@ def test_at_1024_by_640_the_controls_keep_their_height_and_the_image_keeps_room(
     window.resize(1440, 900)
     qtbot.waitUntil(lambda: window.size().height() == 900)
     window.resize(1024, 640)
-    memory_dock = window.docks[2]
+    memory_dock = window.memory_dock
     qtbot.waitUntil(lambda: memory_dock.height() <= 640 * MEMORY_SHARE + 1)
     controls = window.controls
     for box in (controls.device, controls.engine, controls.precision, controls.memory_budget, controls.tiling):
