@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..device import resolve_device
-from ..model import MobileUNetConfig, PlainUNetConfig, build_model
+from ..model import build_model
 from ..model.checkpoint import CheckpointError, ModelInfo, load_checkpoint, save_checkpoint
 from ..model.config import config_to_dict
 from .augment import AugmentConfig, augment
@@ -38,15 +38,7 @@ LOCATIONS = ("data_dir", "spec_path", "out_dir", "init_from")  # TrainConfig fie
 
 
 def model_for(config: TrainConfig, spec: DatasetSpec) -> nn.Module:
-    return build_model(model_config_for(config, spec))
-
-
-def model_config_for(config: TrainConfig, spec: DatasetSpec) -> MobileUNetConfig | PlainUNetConfig:
-    if config.model == "MobileUNet":
-        decoder = config.decoder_channels or MobileUNetConfig.decoder_channels
-        return MobileUNetConfig(num_classes=spec.num_classes, width=config.width, decoder_channels=decoder,
-                                context_dilations=config.context_dilations)
-    return PlainUNetConfig(num_classes=spec.num_classes, base_channels=max(8, round(32 * config.width)))
+    return build_model(config.model_config(spec.num_classes))
 
 
 def class_weights(frequencies: np.ndarray, exponent: float) -> torch.Tensor:
@@ -153,7 +145,7 @@ def _load_initial_weights(model: nn.Module, config: TrainConfig, spec: DatasetSp
         parent = load_checkpoint(path)
     except CheckpointError as err:
         raise ValueError(f"--init-from {err}") from err
-    wanted = config_to_dict(model_config_for(config, spec))
+    wanted = config_to_dict(config.model_config(spec.num_classes))
     if config_to_dict(parent.info.config) != wanted:
         raise ValueError(f"--init-from {path}: its model is {config_to_dict(parent.info.config)}, this run trains "
                          f"{wanted}")
@@ -217,7 +209,7 @@ def _training_options(config: dict) -> dict:
 def _model_info(config: TrainConfig, spec: DatasetSpec, epochs: int, miou: float | None, command: str,
                 parent: dict[str, Any] | None) -> ModelInfo:
     return ModelInfo(
-        config=model_config_for(config, spec), class_names=spec.class_names, class_colours=spec.class_colours,
+        config=config.model_config(spec.num_classes), class_names=spec.class_names, class_colours=spec.class_colours,
         mean=IMAGENET_MEAN, std=IMAGENET_STD, ignore_index=spec.ignore_index,
         provenance={"data": spec.name or config.data_dir, "split": "+".join(config.train_splits),
                     "holdout_sequence": config.holdout_sequence, "selected_on": _selected_on(config),

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..model.config import MobileUNetConfig, PlainUNetConfig
+
 PRECISIONS = ("fp32", "bf16", "fp16")
 MODEL_KINDS = ("MobileUNet", "PlainUNet")
 
@@ -78,6 +80,15 @@ class TrainConfig:
         for name in ("crop", "train_splits", "scale_range", "full_crop", "exposure", "decoder_channels",
                      "context_dilations"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        self.model_config()  # a bad width, decoder or dilation is named now, not after the frames have loaded
+
+    def model_config(self, num_classes: int = MobileUNetConfig.num_classes) -> MobileUNetConfig | PlainUNetConfig:
+        """The network this run trains, for a dataset of num_classes classes."""
+        if self.model == "MobileUNet":
+            decoder = self.decoder_channels or MobileUNetConfig.decoder_channels
+            return MobileUNetConfig(num_classes=num_classes, width=self.width, decoder_channels=decoder,
+                                    context_dilations=self.context_dilations)
+        return PlainUNetConfig(num_classes=num_classes, base_channels=max(8, round(32 * self.width)))
 
 
 def check_photometric(exposure: tuple[float, float], colour_cast: float) -> None:

@@ -3,6 +3,7 @@ sequences, train+val fits, and per-sequence evaluation, on a tiny synthetic data
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -187,3 +188,15 @@ def test_decoder_channels_and_context_shape_the_model_and_travel_in_the_checkpoi
         TrainConfig(data_dir="", spec_path="", out_dir="", model="PlainUNet", decoder_channels=(8, 8, 8, 8))
     with pytest.raises(ValueError, match="context_dilations is a MobileUNet option"):
         TrainConfig(data_dir="", spec_path="", out_dir="", model="PlainUNet", context_dilations=(2,))
+
+
+def test_a_bad_model_option_is_named_before_any_frame_loads(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-data"  # the data is never read: the model's options are checked first
+    for option, value, wording in (("--context-dilations", ["2", "0"], r"context_dilations\[1\] must be in 1..64"),
+                                   ("--decoder-channels", ["40", "24", "0", "8"], "decoder_channels")):
+        result = subprocess.run(train_args(missing, tmp_path / "out", epochs=1) + [option, *value],
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode != 0
+        assert re.search(wording, result.stderr), result.stderr
+        assert str(missing) not in result.stderr
+        assert not (tmp_path / "out").exists()
