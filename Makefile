@@ -1,7 +1,9 @@
 # `make run` installs what the app needs and opens it; `make test` adds the test tools (dev extra, and
 # Ray for the cluster tests) and runs everything CI runs.
-# TORCH_SPEC / TORCH_INDEX pick the torch build; the default is the CPU wheel. To change the build of an
-# existing .venv (e.g. to CUDA), one command reinstalls torch:
+# TORCH_SPEC / TORCH_INDEX pick the torch build. The default is whatever pip finds for torch==2.13.0: the CPU
+# wheel where pip has one locally, but plain PyPI's Linux wheel is the CUDA build, so on a fresh Linux machine
+# name TORCH_INDEX=https://download.pytorch.org/whl/cpu. To change the build of an existing .venv (e.g. to
+# CUDA), one command reinstalls torch:
 #   make torch TORCH_INDEX=https://download.pytorch.org/whl/cu126
 PYTHON ?= python3.11
 TORCH_SPEC ?= torch==2.13.0
