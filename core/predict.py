@@ -13,6 +13,7 @@ from .engine import Plan
 from .engine import compile as compile_plan
 from .engine.graph_lock import GRAPH_LOCK
 from .engine.mirror import MIRROR_MODES
+from .engine.multiscale import EXACT_WITH_SCALES, check_scales
 from .engine.oom import FaultInjection
 from .events import EventSink, JobCancelled, ignore_event
 from .io.images import ImageData, to_model_input
@@ -35,6 +36,7 @@ class InferenceOptions:
     tiling: str = "auto"  # auto (tile when the budget needs it) | exact | fast | off
     want_probs: bool = False  # also return per-class probabilities (K, H, W)
     mirror: str = "off"  # off | flip: average each tile's logits with its left-right mirror's (2x the time)
+    scales: tuple[float, ...] = (1.0,)  # sizes each tile runs at, class probabilities averaged (multi-scale)
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -47,6 +49,14 @@ class InferenceOptions:
             raise ValueError(f"unknown mirror mode {self.mirror!r}; valid: {', '.join(MIRROR_MODES)}")
         if self.memory_budget is not None and self.memory_budget <= 0:
             raise ValueError(f"memory_budget must be positive bytes, got {self.memory_budget}")
+        object.__setattr__(self, "scales", check_scales(tuple(self.scales)))
+        if self.multiscale and self.tiling == "exact":
+            raise ValueError(EXACT_WITH_SCALES)
+
+    @property
+    def multiscale(self) -> bool:
+        """Whether the tiles run at any size but the image's own."""
+        return self.scales != (1.0,)
 
 
 @dataclass

@@ -6,6 +6,8 @@ out-of-memory recovery (smaller tiles, then the CPU) covers it too.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import math
 import threading
 import weakref
 from collections.abc import Callable
@@ -16,6 +18,7 @@ import numpy as np
 import torch
 
 from .engine.mirror import canvas_width, cropped_sink, mirror_extra_bytes, mirror_runner, padded_source
+from .engine.multiscale import EXACT_WITH_SCALES, multiscale_extra_bytes, multiscale_runner, scaled_size
 from .engine.oom import FaultInjection
 from .engine.receptive_field import ReceptiveField, ReceptiveFieldError, compute_receptive_field
 from .engine.tile_plan import (
@@ -58,6 +61,10 @@ class TilingOptions(Protocol):
     def want_probs(self) -> bool: ...
     @property
     def mirror(self) -> str: ...
+    @property
+    def scales(self) -> tuple[float, ...]: ...
+    @property
+    def multiscale(self) -> bool: ...
 
 
 class Segmenter(Protocol):
@@ -92,16 +99,24 @@ def runner_for(segmenter: Segmenter, output: str = "logits", cancel: threading.E
     """(1, C, h, w) -> logits (1, K, h, w) or labels (1, h, w): the engine's plan when compiled, else eager.
 
     With `cancel`, a tile in flight stops (JobCancelled) at the next engine step or eager module once it is set.
-    With mirror averaging on, each tile runs twice (as is and mirrored) for logits, averaged."""
+    With mirror averaging on, each tile runs twice (as is and mirrored) for logits, averaged; with several scales,
+    once (or twice) per scale, the class probabilities averaged."""
     injection = getattr(segmenter, "fault_injection", None)
     plan = getattr(segmenter, "plan", None)
-    mirrored = segmenter.options.mirror == "flip"
+    augmented = segmenter.options.mirror == "flip" or segmenter.options.multiscale
     if plan is not None:
-        runner = plan_runner(plan, "logits" if mirrored else output, injection, cancel=cancel)
+        runner = plan_runner(plan, "logits" if augmented else output, injection, cancel=cancel)
     else:
         runner = eager_runner(segmenter.model, segmenter.device, segmenter.options.precision == "bf16", injection,
                               cancel=cancel)
-    return mirror_runner(runner, output) if mirrored else runner
+    return _augmented(runner, segmenter.options, output)
+
+
+def _augmented(runner: TileRunner, options: TilingOptions, output: str) -> TileRunner:
+    """A logits runner wrapped in the options' test-time augmentation (mirror inside each scale's pass)."""
+    if options.mirror == "flip":
+        runner = mirror_runner(runner, "logits" if options.multiscale else output)
+    return multiscale_runner(runner, options.scales, output) if options.multiscale else runner
 
 
 def cpu_runner_for(segmenter: Segmenter) -> Callable[[], TileRunner] | None:
@@ -112,28 +127,35 @@ def cpu_runner_for(segmenter: Segmenter) -> Callable[[], TileRunner] | None:
     def make() -> TileRunner:
         model = copy.deepcopy(segmenter.model).float().cpu()
         runner = eager_runner(model, torch.device("cpu"), injection=getattr(segmenter, "fault_injection", None))
-        return mirror_runner(runner, "logits") if segmenter.options.mirror == "flip" else runner
+        return _augmented(runner, segmenter.options, "logits")
 
     return make
 
 
 def estimate_tile_bytes(segmenter: Segmenter, height: int, width: int, output: str = "logits") -> int:
     """Predicted peak bytes of one (height, width) tile: the model's run plus its normalised float input (with
-    mirror averaging: a logits run plus the second pass's extra logits and input)."""
-    channels = segmenter.info.config.in_channels
+    mirror averaging: a logits run plus the second pass's extra logits and input; with several scales: the
+    largest scale's pass, plus the running mean and the resized copies)."""
+    options = segmenter.options
+    num_classes, channels = segmenter.info.config.num_classes, segmenter.info.config.in_channels
     plan = getattr(segmenter, "plan", None)
-    mirror_bytes = 0
-    if segmenter.options.mirror == "flip":
+    extra_bytes = 0
+    run_height, run_width = height, width
+    if options.multiscale:
         output = "logits"
-        mirror_bytes = mirror_extra_bytes(segmenter.info.config.num_classes, channels, height, width)
+        run_height, run_width = scaled_size(height, width, max(options.scales))
+        extra_bytes += multiscale_extra_bytes(num_classes, channels, height, width, max(options.scales))
+    if options.mirror == "flip":
+        output = "logits"
+        extra_bytes += mirror_extra_bytes(num_classes, channels, run_height, run_width)
     if plan is not None:
-        run_bytes = int(plan.estimate_peak((1, channels, height, width), output=output))
+        run_bytes = int(plan.estimate_peak((1, channels, run_height, run_width), output=output))
     else:
         model = segmenter.model
         if model not in _estimators:
             _estimators[model] = eager_peak_estimator(model, channels)
-        run_bytes = _estimators[model]((1, channels, height, width))
-    return run_bytes + mirror_bytes + channels * height * width * 4  # + the float input, which the plan omits
+        run_bytes = _estimators[model]((1, channels, run_height, run_width))
+    return run_bytes + extra_bytes + channels * height * width * 4  # + the float input, which the plan omits
 
 
 def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "logits", *,
@@ -152,12 +174,17 @@ def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "log
     if isinstance(field, str) and mode == "exact":
         raise ValueError(f"--tiling exact is impossible for this model ({field}); use fast or off")
     stride, exact_halo = _stride_and_exact_halo(segmenter.model, field)
-    fast_halo = FAST_HALO_STRIDES * stride
-    return choose_tiling(height, width, mode=mode, budget_bytes=budget, stride=stride, exact_halo_px=exact_halo,
+    fast_halo = _fast_halo(options, stride)
+    if options.multiscale:
+        if mode == "exact":
+            raise ValueError(EXACT_WITH_SCALES)
+        exact_halo = None  # tiles, when needed, are fast ones
+    plan = choose_tiling(height, width, mode=mode, budget_bytes=budget, stride=stride, exact_halo_px=exact_halo,
                          fast_halo_px=fast_halo, held_bytes=held_bytes,
                          max_tile_bytes=None if chosen else DEFAULT_MAX_TILE_BYTES, refuse_over_budget=bool(chosen),
                          tile_bytes=lambda h, w: estimate_tile_bytes(segmenter, h, w, output),
                          image_width=image_width if image_width != width else None)
+    return dataclasses.replace(plan, why_approximate="multi-scale averaging") if options.multiscale else plan
 
 
 def job_width(segmenter: Segmenter, width: int) -> int:
@@ -176,6 +203,12 @@ def canvas_io(segmenter: Segmenter, width: int, source: TileSource, sink: TileSi
     return padded_source(source, width), cropped_sink(sink, width)
 
 
+def _fast_halo(options: TilingOptions, stride: int) -> int:
+    """The fast tiles' halo: FAST_HALO_STRIDES strides, over the smallest scale (at 0.5x a pass sees half as far)."""
+    strides = FAST_HALO_STRIDES / min(min(options.scales), 1.0) if options.multiscale else FAST_HALO_STRIDES
+    return math.ceil(strides) * stride
+
+
 def _stride_and_exact_halo(model: torch.nn.Module, field: ReceptiveField | str) -> tuple[int, int | None]:
     """Tile alignment and exact halo; a model with no bounded field (`field` says why) has no exact halo."""
     if isinstance(field, str):
@@ -190,9 +223,10 @@ def check_budget(segmenter: Segmenter, output: str = "labels") -> None:
     if budget is None or segmenter.options.tiling == "off":
         return
     stride, exact_halo = _stride_and_exact_halo(segmenter.model, receptive_field_of(segmenter.model))
-    halo = FAST_HALO_STRIDES * stride if exact_halo is None else exact_halo  # no field: fast tiles
+    fast_halo = _fast_halo(segmenter.options, stride)
+    halo = fast_halo if exact_halo is None or segmenter.options.multiscale else exact_halo  # else fast tiles
     if segmenter.options.tiling == "fast":
-        halo = min(halo, FAST_HALO_STRIDES * stride)
+        halo = min(halo, fast_halo)
     side = MIN_TILE_STRIDES * stride + 2 * halo
     smallest = estimate_tile_bytes(segmenter, side, side, output)
     if budget < smallest:

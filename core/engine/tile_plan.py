@@ -57,6 +57,7 @@ class TilingPlan:
     budget_bytes: int | None = None  # the budget the plan was sized for: tiles plus held_bytes
     held_bytes: int = 0  # what the job holds besides the tile: the image and its output arrays
     image_width: int | None = None  # the image's own width when `width` is a canvas padded wider (mirror averaging)
+    why_approximate: str = "receptive field unbounded"  # why tiles cannot be exact, when exact_halo_px is None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -90,7 +91,7 @@ class TilingPlan:
         rows, cols = self.grid
         tile_rows, tile_cols = (min(side, whole) for side, whole in zip(self.tile_shape, (self.height, self.width)))
         grid = "one tile" if rows == cols == 1 else f"{_count(rows, 'row')} x {_count(cols, 'column')} of tiles"
-        field = ("receptive field unbounded: tiles are approximate" if self.exact_halo_px is None
+        field = (f"{self.why_approximate}: tiles are approximate" if self.exact_halo_px is None
                  else f"receptive field {self.exact_halo_px} px")
         return (f"tiling {self.mode}: {grid} {tile_cols}x{tile_rows} px (width x height) + halo {self.halo_px} px "
                 f"({field}){estimate} per tile{budget}")

@@ -65,7 +65,8 @@ class BatchSummary:
 
 
 def model_fingerprint(segmenter: Segmenter) -> dict[str, str]:
-    """What determines the labels: the weights' sha256, the precision and mirror averaging (not the file name)."""
+    """What determines the labels: the weights' sha256, the precision, mirror and multi-scale averaging (not the
+    file name). `scales` is written only when it is not the image's size alone, as manifests before it were."""
     digest = hashlib.sha256()
     path = segmenter.loaded.path
     if path is not None and Path(path).is_file():
@@ -77,8 +78,11 @@ def model_fingerprint(segmenter: Segmenter) -> dict[str, str]:
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     name = Path(path).name if path is not None else "(in memory)"
-    return {"model": name, "sha256": digest.hexdigest(), "precision": segmenter.options.precision,
-            "mirror": segmenter.options.mirror}
+    fingerprint = {"model": name, "sha256": digest.hexdigest(), "precision": segmenter.options.precision,
+                   "mirror": segmenter.options.mirror}
+    if segmenter.options.multiscale:
+        fingerprint["scales"] = " ".join(f"{scale:g}" for scale in segmenter.options.scales)
+    return fingerprint
 
 
 def run_batch(

@@ -219,9 +219,11 @@ def recorded_outputs(out_dir: Path) -> dict[str, Any] | None:
 def _same_results(old: Any, new: dict[str, Any]) -> bool:
     """Same weights, precision and mirror averaging make the same labels; the model's file name may differ.
     Same output options (kinds, overlay alpha) make the same files. A manifest from before mirror averaging
-    existed ran without it; one from before output options were recorded is taken as made with these."""
+    existed ran without it (and one without scales at the image's size alone); one from before output options were
+    recorded is taken as made with these."""
     return (isinstance(old, dict) and all(old.get(key) == new.get(key) for key in ("sha256", "precision"))
             and old.get("mirror", "off") == new.get("mirror", "off")
+            and old.get("scales", "1") == new.get("scales", "1")
             and old.get("outputs", new.get("outputs")) == new.get("outputs"))
 
 
@@ -232,11 +234,13 @@ def _describe(fingerprint: Any, other: Any = None) -> str:
     parts = {"model": f"model {fingerprint.get('model', '?')} (sha256 {str(fingerprint.get('sha256', '?'))[:12]})",
              "precision": f"precision {fingerprint.get('precision', '?')}",
              "mirror": f"mirror {fingerprint.get('mirror', 'off')}",
+             "scales": f"scales {fingerprint.get('scales', '1')}",
              "outputs": _describe_outputs(fingerprint.get("outputs"))}
     if isinstance(other, dict):
         same = {"model": fingerprint.get("sha256") == other.get("sha256"),
                 "precision": fingerprint.get("precision") == other.get("precision"),
                 "mirror": fingerprint.get("mirror", "off") == other.get("mirror", "off"),
+                "scales": fingerprint.get("scales", "1") == other.get("scales", "1"),
                 "outputs": fingerprint.get("outputs", other.get("outputs")) == other.get("outputs")}
         parts = {key: text for key, text in parts.items() if not same[key]} or parts
     return ", ".join(parts.values())
