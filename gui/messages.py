@@ -17,6 +17,7 @@ APP_WORDING = (
     ("--device", "Device"),
     ("--engine", "Engine"),
     ("--precision", "Precision"),
+    ("--scales", "Multi-scale averaging"),
     ("choose another --out", "choose another output folder"),
     ("choose a folder for --out", "choose a folder for the output"),
 )

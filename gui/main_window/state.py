@@ -6,9 +6,10 @@ from pathlib import Path
 from PySide6.QtWidgets import QMainWindow
 
 from leanseg.core.device import available_devices
+from leanseg.core.engine.multiscale import check_scales
 from leanseg.core.predict import InferenceOptions
 
-from ..viewer.controls import InferenceControls
+from ..viewer.controls import InferenceControls, scales_text
 from ..viewer.legend import OverlayPanel
 from .settings import AppSettings
 
@@ -19,6 +20,14 @@ def default_device() -> str:
     """The first CUDA device when there is one, else the CPU."""
     devices = available_devices()
     return devices[1] if len(devices) > 1 else devices[0]
+
+
+def stored_scales(text: str) -> tuple[float, ...]:
+    """The scales saved as "0.75 1 1.25"; the image's size alone, (1.0,), for anything unreadable."""
+    try:
+        return check_scales(tuple(float(word) for word in text.split()))
+    except ValueError:
+        return (1.0,)
 
 
 def restore(window: QMainWindow, settings: AppSettings, controls: InferenceControls,
@@ -42,6 +51,7 @@ def restore(window: QMainWindow, settings: AppSettings, controls: InferenceContr
             memory_budget=budget_mb * 1_000_000 if budget_mb > 0 else None,
             tiling=settings.text("inference/tiling", "auto"),
             mirror=settings.text("inference/mirror", "flip"),
+            scales=stored_scales(settings.text("inference/scales", "1")),
         )
     except ValueError:  # settings from another version: start from the defaults
         options = InferenceOptions(device=device, mirror="flip")
@@ -68,6 +78,7 @@ def save(window: QMainWindow, settings: AppSettings, controls: InferenceControls
     settings.set_number("inference/memory_budget_mb", (options.memory_budget or 0) // 1_000_000)
     settings.set_text("inference/tiling", options.tiling)
     settings.set_text("inference/mirror", options.mirror)
+    settings.set_text("inference/scales", scales_text(options.scales))
     settings.set_number("overlay/opacity", overlay_panel.opacity.value() / 100)
     settings.set_flag("overlay/visible", overlay_panel.show_overlay.isChecked())
     if model_path is not None:

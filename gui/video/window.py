@@ -30,8 +30,9 @@ class _ShutdownOnClose(QObject):
 
 
 def video_options(options: InferenceOptions) -> InferenceOptions:
-    """Video runs without mirror averaging, which would halve the frame rate (`leanseg video`'s default too)."""
-    return replace(options, mirror="off")
+    """Video runs without mirror or multi-scale averaging, which would halve the frame rate or cut it to a third
+    (`leanseg video`'s defaults too)."""
+    return replace(options, mirror="off", scales=(1.0,))
 
 
 def show_video(window: Any, path: Path) -> VideoPanel:

@@ -1,4 +1,5 @@
-"""The inference panel: model, device, engine, precision, memory budget, tiling; Segment, Cancel and progress."""
+"""The inference panel: model, device, engine, precision, memory budget, tiling, mirror and multi-scale averaging;
+Segment, Cancel and progress."""
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
@@ -28,7 +29,33 @@ TILING_TIPS = {
     "fast": "Tiles with a smaller halo: faster, labels measured against whole-image inference",
     "off": "Never tile",
 }
+EXACT_WITH_SCALES_TIP = ("Not with Multi-scale averaging: a resized tile's border is not the resized image's, "
+                         "so its tiles are approximate ones")
+TILING_WITH_SCALES_TIP = ("'exact' is unavailable while Multi-scale averaging is on: auto tiles, when the budget "
+                          "needs it, with approximate (fast) tiles")
+MULTISCALE = (0.75, 1.0, 1.25)  # the sizes "Multi-scale averaging" runs each image at (`--scales 0.75 1 1.25`)
 MB = 1_000_000
+
+
+def scales_text(scales: tuple[float, ...]) -> str:
+    """Scales as the CLI takes them and settings store them: "0.75 1 1.25"."""
+    return " ".join(f"{scale:g}" for scale in scales)
+
+
+def averaging_text(options: InferenceOptions) -> str:
+    """The test-time averaging `options` ask for, for a line that describes a run ("" when none)."""
+    parts = ["mirror averaging"] if options.mirror == "flip" else []
+    if options.multiscale:
+        parts.append(f"multi-scale averaging at {scales_text(options.scales)}")
+    return " · ".join(parts)
+
+
+def _multiscale_tip(scales: tuple[float, ...]) -> str:
+    sizes = [f"{scale:g}x" for scale in scales]
+    listed = sizes[0] if len(sizes) == 1 else ", ".join(sizes[:-1]) + f" and {sizes[-1]}"
+    return (f"Run each image at {listed} its size and average the results: a little more accurate on scenes with "
+            f"objects at many distances, about {len(scales)}x the time. Large images are cut into approximate "
+            "tiles: Tiling 'exact' is unavailable with it and becomes auto (still images; video runs without it)")
 
 
 def _combo(values: tuple[str, ...], tips: dict[str, str] | None = None) -> QComboBox:
@@ -69,6 +96,8 @@ class InferenceControls(QWidget):
         self.mirror = QCheckBox("Mirror averaging")
         self.mirror.setToolTip("Average each image's result with its left-right mirror's: a little more accurate, "
                                "twice the time (still images; video runs without it)")
+        self.multiscale = QCheckBox("Multi-scale averaging")
+        self.multiscale_scales = MULTISCALE  # what a ticked box asks for; set_options keeps other scales it is given
         self.segment = QPushButton("Segment")
         self.segment.setObjectName("primary")
         self.segment.setToolTip("Segment the image (F5)")
@@ -87,6 +116,7 @@ class InferenceControls(QWidget):
         for combo in (self.device, self.engine, self.precision, self.tiling):
             combo.currentIndexChanged.connect(self._emit_options)
         self.mirror.toggled.connect(self._emit_options)
+        self.multiscale.toggled.connect(self._emit_options)
         self.memory_budget.valueChanged.connect(self._emit_options)
 
     def _build_layout(self) -> None:
@@ -100,6 +130,7 @@ class InferenceControls(QWidget):
         form.addRow("Memory budget", self.memory_budget)
         form.addRow("Tiling", self.tiling)
         form.addRow("", self.mirror)
+        form.addRow("", self.multiscale)
         buttons = QHBoxLayout()
         buttons.addWidget(self.segment, 1)
         buttons.addWidget(self.cancel)
@@ -123,6 +154,7 @@ class InferenceControls(QWidget):
             memory_budget=budget_mb * MB if budget_mb else None,
             tiling=self.tiling.currentData(),
             mirror="flip" if self.mirror.isChecked() else "off",
+            scales=self.multiscale_scales if self.multiscale.isChecked() else (1.0,),
         )
 
     def set_options(self, options: InferenceOptions) -> None:
@@ -141,6 +173,13 @@ class InferenceControls(QWidget):
             self.mirror.blockSignals(True)
             self.mirror.setChecked(options.mirror == "flip")
             self.mirror.blockSignals(False)
+            if options.multiscale:
+                self.multiscale_scales = options.scales
+            self.multiscale.setToolTip(_multiscale_tip(self.multiscale_scales))
+            self.multiscale.blockSignals(True)
+            self.multiscale.setChecked(options.multiscale)
+            self.multiscale.blockSignals(False)
+            self._fit_tiling_to_scales()
         finally:
             self.blockSignals(False)
 
@@ -179,5 +218,19 @@ class InferenceControls(QWidget):
         self.progress.setValue(done)
         self.progress.setFormat(f"tile {done} of {count}")
 
+    def _fit_tiling_to_scales(self) -> None:
+        """Exact tiles are impossible with multi-scale averaging: while it is on, 'exact' is greyed out (its tip
+        says why) and a Tiling of exact becomes auto, which tiles, when the budget needs it, with fast tiles."""
+        multiscale = self.multiscale.isChecked()
+        exact = self.tiling.findData("exact")
+        self.tiling.model().item(exact).setEnabled(not multiscale)
+        self.tiling.setItemData(exact, EXACT_WITH_SCALES_TIP if multiscale else TILING_TIPS["exact"], 3)  # tooltip
+        self.tiling.setToolTip(TILING_WITH_SCALES_TIP if multiscale else "")
+        if multiscale and self.tiling.currentIndex() == exact:
+            self.tiling.blockSignals(True)  # one options_changed for the change that caused this
+            self.tiling.setCurrentIndex(self.tiling.findData("auto"))
+            self.tiling.blockSignals(False)
+
     def _emit_options(self) -> None:
+        self._fit_tiling_to_scales()
         self.options_changed.emit(self.options())

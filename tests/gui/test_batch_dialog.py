@@ -237,6 +237,15 @@ def test_other_outputs_start_over_and_a_refused_resume_says_what_to_tick(qtbot, 
     assert blocker.args[0].all_ok
 
 
+def test_the_model_line_names_the_averaging_the_batch_runs_with(qtbot, gui_tiny_checkpoint, image_folder) -> None:
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    assert dialog.model_label.text() == "Model: tiny.safetensors · cpu · engine eager · fp32"
+    dialog.set_model(gui_tiny_checkpoint, replace(OPTIONS, mirror="flip", scales=(0.75, 1.0, 1.25)))
+    assert dialog.model_label.text() == ("Model: tiny.safetensors · cpu · engine eager · fp32 · mirror averaging"
+                                         " · multi-scale averaging at 0.75 1 1.25")
+    assert dialog.options.scales == (0.75, 1.0, 1.25)  # what the batch runs with
+
+
 def test_failed_rows_are_marked_and_next_failed_finds_them(qtbot, gui_tiny_checkpoint, image_folder) -> None:
     for name in ("a_broken.jpg", "z_broken.png"):
         (image_folder / name).write_text("not an image")

@@ -11,6 +11,8 @@ def test_flags_become_the_fields_that_set_them() -> None:
         "close other programs, or lower Memory budget (Inference panel) to start with smaller tiles")
     assert for_the_app("--tiling exact is impossible for this model; use fast or off") == (
         "Tiling exact is impossible for this model; use fast or off")
+    assert for_the_app("--tiling exact is impossible with --scales: a resized tile's border is not the resized "
+                       "image's; use fast or auto").startswith("Tiling exact is impossible with Multi-scale averaging:")
 
 
 def test_a_status_line_puts_the_reason_before_the_files_name() -> None:

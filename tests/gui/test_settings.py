@@ -7,6 +7,7 @@ from PySide6.QtCore import QByteArray, QSize
 
 from leanseg.gui.main_window.settings import MAX_RECENT_FILES, AppSettings
 from leanseg.gui.main_window.window import MainWindow
+from leanseg.gui.viewer.controls import MULTISCALE
 
 from .conftest import JOB_TIMEOUT_MS, write_image
 
@@ -45,6 +46,32 @@ def test_settings_survive_a_restart_of_the_window(qtbot, make_window, gui_tiny_c
     assert second.size() == saved_size
     assert second.settings.recent_files()[0] == str(small_image.resolve())
     assert second.settings.last_dir("image") == str(small_image.parent)
+
+
+def test_multiscale_averaging_survives_a_restart_and_an_unreadable_value_is_left_out(qtbot, make_window,
+                                                                                     settings_path):
+    first = make_window()  # no model: choices only
+    assert not first.controls.multiscale.isChecked()
+    first.controls.multiscale.setChecked(True)
+    first.close()
+    assert AppSettings(settings_path).text("inference/scales") == "0.75 1 1.25"
+
+    second = MainWindow(settings=AppSettings(settings_path))
+    qtbot.addWidget(second)
+    assert second.controls.multiscale.isChecked() and second.controls.options().scales == MULTISCALE
+    second.close()
+
+    for unreadable in ("big", "0.75, 1", "1 1", "9"):  # not numbers, a list, twice the same, out of range
+        settings = AppSettings(settings_path)
+        settings.set_text("inference/scales", unreadable)
+        settings.set_text("inference/tiling", "fast")
+        settings.sync()
+        third = MainWindow(settings=AppSettings(settings_path))
+        qtbot.addWidget(third)
+        options = third.controls.options()
+        assert (options.scales, options.tiling) == ((1.0,), "fast"), unreadable  # the other choices are kept
+        assert not third.controls.multiscale.isChecked()
+        third.close()
 
 
 def test_recent_files_are_capped_and_skip_missing_files(tmp_path, settings_path):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,8 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 from leanseg.core.predict import InferenceOptions
 from leanseg.gui.video.panel import VideoPanel
 from leanseg.gui.video.player import ShownFrame
+from leanseg.gui.video.window import video_options
+from leanseg.gui.viewer.controls import MULTISCALE
 
 from ..core.video_samples import count_frames, write_video
 from .conftest import JOB_TIMEOUT_MS, drop_path
@@ -237,3 +240,8 @@ def test_main_window_opens_a_dropped_video_in_the_panel(qtbot, make_window, gui_
     assert panel.viewer.labels is not None
     window.close()  # stops the panel's threads
     assert panel.playback._thread is None
+
+
+def test_video_runs_without_mirror_or_multiscale_averaging() -> None:
+    options = InferenceOptions(device="cpu", mirror="flip", scales=MULTISCALE)  # the main window's choices
+    assert video_options(options) == replace(options, mirror="off", scales=(1.0,))

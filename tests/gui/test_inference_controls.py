@@ -1,0 +1,56 @@
+"""The inference panel's averaging choices: the Multi-scale averaging box maps to InferenceOptions.scales and back,
+and never combines with exact tiling into options core refuses."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from leanseg.core.predict import InferenceOptions
+from leanseg.gui.viewer.controls import MULTISCALE, InferenceControls
+
+
+def _controls(qtbot) -> InferenceControls:  # type: ignore[no-untyped-def]
+    controls = InferenceControls()
+    qtbot.addWidget(controls)
+    return controls
+
+
+def test_the_multiscale_box_maps_to_scales_and_back_without_echoes(qtbot):
+    controls = _controls(qtbot)
+    assert not controls.multiscale.isChecked() and controls.options().scales == (1.0,)  # off by default
+    assert "0.75x, 1x and 1.25x" in controls.multiscale.toolTip()
+    with qtbot.waitSignal(controls.options_changed, timeout=1000) as blocker:
+        controls.multiscale.setChecked(True)
+    assert blocker.args[0].scales == MULTISCALE == (0.75, 1.0, 1.25)
+    assert controls.options().scales == MULTISCALE
+
+    emitted: list[InferenceOptions] = []
+    controls.options_changed.connect(emitted.append)
+    controls.set_options(replace(controls.options(), scales=(1.0,)))
+    assert not controls.multiscale.isChecked() and controls.options().scales == (1.0,)
+    controls.set_options(replace(controls.options(), scales=(0.5, 1.0)))  # other scales are kept, not rounded
+    assert controls.multiscale.isChecked() and controls.options().scales == (0.5, 1.0)
+    assert "0.5x and 1x" in controls.multiscale.toolTip()
+    assert emitted == []  # set_options shows options; it does not send them back
+
+
+def test_multiscale_and_exact_tiling_never_make_options_core_refuses(qtbot):
+    controls = _controls(qtbot)
+    exact = controls.tiling.findData("exact")
+    controls.tiling.setCurrentIndex(exact)
+    with qtbot.waitSignal(controls.options_changed, timeout=1000) as blocker:
+        controls.multiscale.setChecked(True)  # exact tiles cannot be multi-scale: Tiling becomes auto
+    assert (blocker.args[0].tiling, blocker.args[0].scales) == ("auto", MULTISCALE)
+    assert controls.tiling.currentData() == "auto"
+    assert not controls.tiling.model().item(exact).isEnabled()
+    assert "Multi-scale" in controls.tiling.itemData(exact, 3) and "exact" in controls.tiling.toolTip()
+
+    controls.tiling.setCurrentIndex(exact)  # chosen by code, past the greyed-out entry
+    assert (controls.options().tiling, controls.options().scales) == ("auto", MULTISCALE)
+
+    controls.multiscale.setChecked(False)  # exact is offered again
+    assert controls.tiling.model().item(exact).isEnabled() and controls.tiling.toolTip() == ""
+    controls.tiling.setCurrentIndex(exact)
+    assert (controls.options().tiling, controls.options().scales) == ("exact", (1.0,))
+    controls.set_options(replace(controls.options(), tiling="auto", scales=MULTISCALE))
+    assert not controls.tiling.model().item(exact).isEnabled()  # shown options grey it out too
+
