@@ -2,7 +2,7 @@
 Segment, Cancel and progress."""
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -224,7 +224,8 @@ class InferenceControls(QWidget):
         multiscale = self.multiscale.isChecked()
         exact = self.tiling.findData("exact")
         self.tiling.model().item(exact).setEnabled(not multiscale)
-        self.tiling.setItemData(exact, EXACT_WITH_SCALES_TIP if multiscale else TILING_TIPS["exact"], 3)  # tooltip
+        tip = EXACT_WITH_SCALES_TIP if multiscale else TILING_TIPS["exact"]
+        self.tiling.setItemData(exact, tip, Qt.ItemDataRole.ToolTipRole)
         self.tiling.setToolTip(TILING_WITH_SCALES_TIP if multiscale else "")
         if multiscale and self.tiling.currentIndex() == exact:
             self.tiling.blockSignals(True)  # one options_changed for the change that caused this
