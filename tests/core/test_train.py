@@ -133,4 +133,5 @@ def test_eval_reports_perfect_iou_when_labels_are_the_predictions(tmp_path: Path
     assert result.returncode == 0, result.stderr
     figures = json.loads((tmp_path / "e.json").read_text())
     assert figures["mean_iou"] == pytest.approx(1.0) and figures["pixel_accuracy"] == pytest.approx(1.0)
+    assert figures["mirror"] == "flip" and figures["scales"] == [1.0]  # what the figures were made with
     assert "| mean IoU" in result.stdout
