@@ -13,7 +13,7 @@ from .engine import Plan
 from .engine import compile as compile_plan
 from .engine.graph_lock import GRAPH_LOCK
 from .engine.mirror import MIRROR_MODES
-from .engine.multiscale import EXACT_WITH_SCALES, check_scales
+from .engine.multiscale import EXACT_WITH_SCALES, check_scales, format_scales
 from .engine.oom import FaultInjection
 from .events import EventSink, JobCancelled, ignore_event
 from .io.images import ImageData, to_model_input
@@ -57,6 +57,13 @@ class InferenceOptions:
     def multiscale(self) -> bool:
         """Whether the tiles run at any size but the image's own."""
         return self.scales != (1.0,)
+
+    @property
+    def averaging(self) -> list[str]:
+        """The test-time averaging these options run, in words: ["mirror averaging", "multi-scale averaging at
+        0.75 1 1.25"], [] for none."""
+        words = ["mirror averaging"] if self.mirror == "flip" else []
+        return words + ([f"multi-scale averaging at {format_scales(self.scales)}"] if self.multiscale else [])
 
 
 @dataclass

@@ -174,7 +174,7 @@ def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "log
     if isinstance(field, str) and mode == "exact":
         raise ValueError(f"--tiling exact is impossible for this model ({field}); use fast or off")
     stride, exact_halo = _stride_and_exact_halo(segmenter.model, field)
-    fast_halo = _fast_halo(options, stride)
+    fast_halo = _fast_halo(options, stride, exact_halo)
     if options.multiscale:
         if mode == "exact":
             raise ValueError(EXACT_WITH_SCALES)
@@ -189,8 +189,9 @@ def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "log
 
 def job_width(segmenter: Segmenter, width: int) -> int:
     """The width the tiles are planned on: with mirror averaging, the image's padded on the right to the tiling
-    stride (see leanseg.core.engine.mirror); else the image's."""
-    if segmenter.options.mirror != "flip":
+    stride (see leanseg.core.engine.mirror), which keeps exact tiles exact; else, and with multi-scale averaging
+    (whose tiles are never exact, and whose resized passes would blend the padding into the image), the image's."""
+    if segmenter.options.mirror != "flip" or segmenter.options.multiscale:
         return width
     stride, _ = _stride_and_exact_halo(segmenter.model, receptive_field_of(segmenter.model))
     return canvas_width(width, stride)
@@ -203,10 +204,14 @@ def canvas_io(segmenter: Segmenter, width: int, source: TileSource, sink: TileSi
     return padded_source(source, width), cropped_sink(sink, width)
 
 
-def _fast_halo(options: TilingOptions, stride: int) -> int:
-    """The fast tiles' halo: FAST_HALO_STRIDES strides, over the smallest scale (at 0.5x a pass sees half as far)."""
-    strides = FAST_HALO_STRIDES / min(min(options.scales), 1.0) if options.multiscale else FAST_HALO_STRIDES
-    return math.ceil(strides) * stride
+def _fast_halo(options: TilingOptions, stride: int, exact_halo: int | None) -> int:
+    """The fast tiles' halo: FAST_HALO_STRIDES strides; with multi-scale averaging over the smallest scale (at 0.5x
+    a pass sees twice as far in the image), and no wider than the receptive field so widened."""
+    if not options.multiscale:
+        return FAST_HALO_STRIDES * stride
+    widen = 1 / min(min(options.scales), 1.0)
+    halo = math.ceil(FAST_HALO_STRIDES * widen) * stride
+    return halo if exact_halo is None else min(halo, math.ceil(exact_halo * widen / stride) * stride)
 
 
 def _stride_and_exact_halo(model: torch.nn.Module, field: ReceptiveField | str) -> tuple[int, int | None]:
@@ -223,7 +228,7 @@ def check_budget(segmenter: Segmenter, output: str = "labels") -> None:
     if budget is None or segmenter.options.tiling == "off":
         return
     stride, exact_halo = _stride_and_exact_halo(segmenter.model, receptive_field_of(segmenter.model))
-    fast_halo = _fast_halo(segmenter.options, stride)
+    fast_halo = _fast_halo(segmenter.options, stride, exact_halo)
     halo = fast_halo if exact_halo is None or segmenter.options.multiscale else exact_halo  # else fast tiles
     if segmenter.options.tiling == "fast":
         halo = min(halo, fast_halo)

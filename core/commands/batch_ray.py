@@ -54,7 +54,8 @@ def run_on_ray(args: argparse.Namespace, settings: BatchSettings, ray_options: R
     loaded = load_model(args.model)
     try:
         options = inference_options(args, want_probs=args.probs)
-        print(f"model {loaded.path}, engine {args.engine}, {args.precision}; on Ray "
+        averaging = "".join(f", {words}" for words in options.averaging)
+        print(f"model {loaded.path}, engine {args.engine}, {args.precision}{averaging}; on Ray "
               f"({ray_options.address or 'a local instance'})", flush=True)
         return run_batch_on_ray(settings, loaded, options, ray_options, cancel=cancel,
                                 stop_after_current=stop_after_current, on_event=on_event)

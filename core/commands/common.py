@@ -14,6 +14,7 @@ from types import FrameType
 import torch
 
 from ..assets import default_model_path
+from ..engine.multiscale import SUGGESTED_SCALES, format_scales
 from ..events import EventSink, JobEvent
 from ..io.images import DEFAULT_MAX_PIXELS, set_max_pixels
 from ..memory import MemoryMonitor, parse_bytes
@@ -67,9 +68,9 @@ def add_inference_options(parser: argparse.ArgumentParser, mirror: str = "off") 
                        help=f"flip: average each tile's logits with its left-right mirror's, a test-time augmentation "
                             f"that costs twice the time (default {mirror})")
     group.add_argument("--scales", type=float, nargs="+", default=[1.0], metavar="S",
-                       help="sizes each image runs at, its class probabilities averaged: multi-scale averaging, "
-                            "e.g. --scales 0.75 1 1.25 (about 3x the time); tiles, when the budget needs them, are "
-                            "fast ones (default 1)")
+                       help=f"sizes each image runs at, its class probabilities averaged: multi-scale averaging, "
+                            f"e.g. --scales {format_scales(SUGGESTED_SCALES)} (about 3x the time); tiles, when the "
+                            f"budget needs them, are fast ones (default 1)")
     group.add_argument("--threads", type=positive_int, default=None, metavar="N",
                        help="CPU threads (default: torch's choice)")
     group.add_argument("--max-pixels", type=positive_int, default=DEFAULT_MAX_PIXELS, metavar="N",
@@ -144,10 +145,8 @@ def describe_segmenter(segmenter: Segmenter) -> str:
     named = display_name(path, str(provenance.get("name") or ""), str(path)) if path else "model"
     line = (f"model {named} ({segmenter.info.config.num_classes} classes{card_note}) on {segmenter.device}, "
             f"engine {options.engine}, {options.precision}")
-    if options.mirror == "flip":
-        line += ", mirror averaging (--mirror off: half the time)"
-    if options.multiscale:
-        line += f", multi-scale averaging at {' '.join(f'{scale:g}' for scale in options.scales)}"
+    for averaging in options.averaging:
+        line += f", {averaging}" + (" (--mirror off: half the time)" if averaging == "mirror averaging" else "")
     notes = list(segmenter.notes)
     if segmenter.info.provenance.get("card") == "defaults":
         path = segmenter.loaded.path

@@ -20,6 +20,7 @@ from .tiling import TileRunner
 
 SCALE_RANGE = (0.25, 4.0)  # the sizes a pass may take, as a factor of the image's
 MAX_SCALES = 8
+SUGGESTED_SCALES = (0.75, 1.0, 1.25)  # what the app's box and the docs offer: +0.009 mIoU on a held-out fold
 EXACT_WITH_SCALES = ("--tiling exact is impossible with --scales: a resized tile's border is not the resized image's; "
                      "use fast or auto")
 
@@ -37,6 +38,11 @@ def check_scales(scales: tuple[float, ...]) -> tuple[float, ...]:
     if len(set(scales)) != len(scales):
         raise ValueError(f"scales must differ from each other, got {' '.join(f'{s:g}' for s in scales)}")
     return tuple(sorted(float(scale) for scale in scales))
+
+
+def format_scales(scales: tuple[float, ...]) -> str:
+    """Scales as the CLI takes them and manifests and settings store them: "0.75 1 1.25"."""
+    return " ".join(f"{scale:g}" for scale in scales)
 
 
 def scaled_size(height: int, width: int, scale: float) -> tuple[int, int]:

@@ -58,6 +58,7 @@ class TilingPlan:
     held_bytes: int = 0  # what the job holds besides the tile: the image and its output arrays
     image_width: int | None = None  # the image's own width when `width` is a canvas padded wider (mirror averaging)
     why_approximate: str = "receptive field unbounded"  # why tiles cannot be exact, when exact_halo_px is None
+    fast_halo_px: int | None = None  # the halo of fast tiles, should a whole-image pass need them (None: the default)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -140,7 +141,7 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
         tile_budget = min(tile_budget, max_tile_bytes)
     if mode == "off" or (mode == "auto" and whole_bytes <= tile_budget):
         return TilingPlan("whole", height, width, whole_shape, 0, stride, exact_halo_px, whole_bytes, budget_bytes,
-                          held_bytes, image_width)
+                          held_bytes, image_width, fast_halo_px=fast_halo)
     if exact_halo_px is None and mode == "exact":
         raise ValueError("exact tiles need a bounded receptive field, and this model has none; use fast or off")
     tiled_mode = "fast" if mode == "fast" or exact_halo_px is None else "exact"
@@ -176,7 +177,8 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
             f"{cols.core(col_count)} px + halo {halo} px) {format_bytes(smallest)}; give --memory-budget at least "
             f"{format_bytes(held_bytes + smallest)}")
     return TilingPlan(tiled_mode, height, width, (rows.core(row_count), cols.core(col_count)), halo, stride,
-                      exact_halo_px, need(row_count, col_count), budget_bytes, held_bytes, image_width)
+                      exact_halo_px, need(row_count, col_count), budget_bytes, held_bytes, image_width,
+                      fast_halo_px=fast_halo)
 
 
 def _fewest_fitting(fitting: int, fits: Callable[[int], bool]) -> int:

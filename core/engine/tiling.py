@@ -86,8 +86,8 @@ def run_tiles(
             tile_shape = attempt.tile_px, attempt.tile_px  # square tiles from here on
             if mode == "whole" and plan.exact_halo_px is not None:
                 mode, halo_px = "exact", plan.exact_halo_px
-            elif mode == "whole":  # no bounded receptive field
-                mode, halo_px = "fast", FAST_HALO_STRIDES * plan.stride
+            elif mode == "whole":  # no bounded receptive field, or multi-scale averaging
+                mode, halo_px = "fast", plan.fast_halo_px or FAST_HALO_STRIDES * plan.stride
             outcome.notes.append(attempt.message)
             on_event(JobEvent("warning", attempt.message, data={"error": failure, "tile_px": attempt.tile_px,
                                                                 "device": str(device), "halo_px": halo_px}))

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from ..engine.multiscale import format_scales
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event
 from ..predict import Segmentation, Segmenter
 from .batch_image import ReadInput, check_outputs_free, error_record, finish_image, read_input
@@ -81,7 +82,7 @@ def model_fingerprint(segmenter: Segmenter) -> dict[str, str]:
     fingerprint = {"model": name, "sha256": digest.hexdigest(), "precision": segmenter.options.precision,
                    "mirror": segmenter.options.mirror}
     if segmenter.options.multiscale:
-        fingerprint["scales"] = " ".join(f"{scale:g}" for scale in segmenter.options.scales)
+        fingerprint["scales"] = format_scales(segmenter.options.scales)
     return fingerprint
 
 

@@ -37,7 +37,6 @@ from leanseg.core.jobs.manifest import MANIFEST_NAME, ImageRecord, recorded_outp
 from leanseg.core.predict import InferenceOptions
 
 from ..messages import for_the_app
-from ..viewer.controls import averaging_text
 from .results_table import ResultsTable
 from .runner import BatchRequest, BatchThread
 
@@ -148,9 +147,8 @@ class BatchDialog(QDialog):
         self.model_path = model_path
         self.options = options
         name = model_path.name if model_path is not None else "no model"
-        averaging = averaging_text(options)
-        self.model_label.setText(f"Model: {name} · {options.device} · engine {options.engine} · {options.precision}"
-                                 + (f" · {averaging}" if averaging else ""))
+        self.model_label.setText(" · ".join([f"Model: {name}", options.device, f"engine {options.engine}",
+                                             options.precision, *options.averaging]))
 
     def set_input_folder(self, folder: Path) -> None:
         """Point the dialog at `folder`; the output folder follows unless the user typed one."""

@@ -6,10 +6,10 @@ from pathlib import Path
 from PySide6.QtWidgets import QMainWindow
 
 from leanseg.core.device import available_devices
-from leanseg.core.engine.multiscale import check_scales
+from leanseg.core.engine.multiscale import check_scales, format_scales
 from leanseg.core.predict import InferenceOptions
 
-from ..viewer.controls import InferenceControls, scales_text
+from ..viewer.controls import InferenceControls
 from ..viewer.legend import OverlayPanel
 from .settings import AppSettings
 
@@ -78,7 +78,7 @@ def save(window: QMainWindow, settings: AppSettings, controls: InferenceControls
     settings.set_number("inference/memory_budget_mb", (options.memory_budget or 0) // 1_000_000)
     settings.set_text("inference/tiling", options.tiling)
     settings.set_text("inference/mirror", options.mirror)
-    settings.set_text("inference/scales", scales_text(options.scales))
+    settings.set_text("inference/scales", format_scales(options.scales))
     settings.set_number("overlay/opacity", overlay_panel.opacity.value() / 100)
     settings.set_flag("overlay/visible", overlay_panel.show_overlay.isChecked())
     if model_path is not None:

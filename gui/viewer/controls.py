@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from leanseg.core.device import available_devices
+from leanseg.core.engine.multiscale import SUGGESTED_SCALES
 from leanseg.core.predict import ENGINES, PRECISIONS, TILING_MODES, InferenceOptions
 
 ENGINE_TIPS = {
@@ -33,21 +34,7 @@ EXACT_WITH_SCALES_TIP = ("Not with Multi-scale averaging: a resized tile's borde
                          "so its tiles are approximate ones")
 TILING_WITH_SCALES_TIP = ("'exact' is unavailable while Multi-scale averaging is on: auto tiles, when the budget "
                           "needs it, with approximate (fast) tiles")
-MULTISCALE = (0.75, 1.0, 1.25)  # the sizes "Multi-scale averaging" runs each image at (`--scales 0.75 1 1.25`)
 MB = 1_000_000
-
-
-def scales_text(scales: tuple[float, ...]) -> str:
-    """Scales as the CLI takes them and settings store them: "0.75 1 1.25"."""
-    return " ".join(f"{scale:g}" for scale in scales)
-
-
-def averaging_text(options: InferenceOptions) -> str:
-    """The test-time averaging `options` ask for, for a line that describes a run ("" when none)."""
-    parts = ["mirror averaging"] if options.mirror == "flip" else []
-    if options.multiscale:
-        parts.append(f"multi-scale averaging at {scales_text(options.scales)}")
-    return " · ".join(parts)
 
 
 def _multiscale_tip(scales: tuple[float, ...]) -> str:
@@ -63,7 +50,7 @@ def _combo(values: tuple[str, ...], tips: dict[str, str] | None = None) -> QComb
     for value in values:
         combo.addItem(value, value)
         if tips and value in tips:
-            combo.setItemData(combo.count() - 1, tips[value], 3)  # 3 = Qt.ToolTipRole
+            combo.setItemData(combo.count() - 1, tips[value], Qt.ItemDataRole.ToolTipRole)
     return combo
 
 
@@ -97,7 +84,7 @@ class InferenceControls(QWidget):
         self.mirror.setToolTip("Average each image's result with its left-right mirror's: a little more accurate, "
                                "twice the time (still images; video runs without it)")
         self.multiscale = QCheckBox("Multi-scale averaging")
-        self.multiscale_scales = MULTISCALE  # what a ticked box asks for; set_options keeps other scales it is given
+        self.multiscale_scales = SUGGESTED_SCALES  # what a ticked box asks for; set_options keeps others it is given
         self.segment = QPushButton("Segment")
         self.segment.setObjectName("primary")
         self.segment.setToolTip("Segment the image (F5)")

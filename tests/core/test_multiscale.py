@@ -14,9 +14,12 @@ import torch
 import torch.nn.functional as F
 
 from leanseg.core.assets import default_model_path
+from leanseg.core.engine.mirror import mirror_runner
 from leanseg.core.engine.multiscale import multiscale_runner
+from leanseg.core.engine.oom import FaultInjection
 from leanseg.core.engine.tile_plan import FAST_HALO_STRIDES
-from leanseg.core.io.images import ImageData, read_image
+from leanseg.core.events import JobEvent
+from leanseg.core.io.images import ImageData, read_image, to_model_input
 from leanseg.core.model.checkpoint import load_checkpoint
 from leanseg.core.predict import InferenceOptions, Segmenter
 from leanseg.core.segment_tiled import estimate_tile_bytes, plan_tiles
@@ -96,6 +99,30 @@ def test_tiles_of_a_multiscale_image_agree_with_the_whole_on_the_shipped_model()
     changed, agree = (plain.labels != whole.labels).mean(), (tiled.labels == whole.labels).mean()
     print(f"multi-scale changes {changed:.2%} of the labels; its tiles agree with the whole on {agree:.3%}")
     assert changed > 0.005 and agree > 0.995
+
+
+def test_mirror_inside_each_size_runs_on_the_image_not_a_padded_canvas(unet_checkpoint: Path) -> None:
+    """A width off the stride grid (203; stride 4): each size's pass and its mirror see the image's own columns,
+    resized, never the zero canvas that keeps mirrored exact tiles exact."""
+    pixels = _pixels(60, 203)
+    segmenter = cpu_segmenter(unet_checkpoint, tiling="off", mirror="flip", scales=(0.5, 1.0, 1.5), want_probs=True)
+    result = segmenter.segment(ImageData(pixels)).probs
+    info = segmenter.info
+    x = torch.from_numpy(to_model_input(ImageData(pixels), info.config.in_channels, info.mean, info.std))[None]
+    reference = multiscale_runner(mirror_runner(_run(segmenter.model), "logits"), (0.5, 1.0, 1.5), "logits")(x)
+    assert result is not None
+    np.testing.assert_allclose(result, reference.softmax(1)[0].numpy(), rtol=0, atol=1e-5)
+
+
+def test_a_whole_image_pass_out_of_memory_retries_in_tiles_with_the_widened_halo(unet_checkpoint: Path) -> None:
+    events: list[JobEvent] = []
+    segmenter = cpu_segmenter(unet_checkpoint, FaultInjection(frozenset({0})), scales=(0.5, 1.0))
+    segmenter.segment(ImageData(_pixels(90, 134)), on_event=events.append)
+    warning = next(event for event in events if event.kind == "warning")
+    halo = plan_tiles(segmenter, 90, 134, "labels").fast_halo_px
+    stride = plan_tiles(segmenter, 90, 134, "labels").stride
+    assert halo is not None and halo > FAST_HALO_STRIDES * stride  # the smallest scale's pass sees twice as far
+    assert warning.data["halo_px"] == halo
 
 
 def test_the_lean_engine_gives_the_eager_result(unet_checkpoint: Path) -> None:

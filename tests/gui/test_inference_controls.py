@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from PySide6.QtCore import Qt
+
+from leanseg.core.engine.multiscale import SUGGESTED_SCALES
 from leanseg.core.predict import InferenceOptions
-from leanseg.gui.viewer.controls import MULTISCALE, InferenceControls
+from leanseg.gui.viewer.controls import InferenceControls
 
 
 def _controls(qtbot) -> InferenceControls:  # type: ignore[no-untyped-def]
@@ -20,8 +23,8 @@ def test_the_multiscale_box_maps_to_scales_and_back_without_echoes(qtbot):
     assert "0.75x, 1x and 1.25x" in controls.multiscale.toolTip()
     with qtbot.waitSignal(controls.options_changed, timeout=1000) as blocker:
         controls.multiscale.setChecked(True)
-    assert blocker.args[0].scales == MULTISCALE == (0.75, 1.0, 1.25)
-    assert controls.options().scales == MULTISCALE
+    assert blocker.args[0].scales == SUGGESTED_SCALES == (0.75, 1.0, 1.25)
+    assert controls.options().scales == SUGGESTED_SCALES
 
     emitted: list[InferenceOptions] = []
     controls.options_changed.connect(emitted.append)
@@ -39,18 +42,19 @@ def test_multiscale_and_exact_tiling_never_make_options_core_refuses(qtbot):
     controls.tiling.setCurrentIndex(exact)
     with qtbot.waitSignal(controls.options_changed, timeout=1000) as blocker:
         controls.multiscale.setChecked(True)  # exact tiles cannot be multi-scale: Tiling becomes auto
-    assert (blocker.args[0].tiling, blocker.args[0].scales) == ("auto", MULTISCALE)
+    assert (blocker.args[0].tiling, blocker.args[0].scales) == ("auto", SUGGESTED_SCALES)
     assert controls.tiling.currentData() == "auto"
     assert not controls.tiling.model().item(exact).isEnabled()
-    assert "Multi-scale" in controls.tiling.itemData(exact, 3) and "exact" in controls.tiling.toolTip()
+    assert "Multi-scale" in controls.tiling.itemData(exact, Qt.ItemDataRole.ToolTipRole)
+    assert "exact" in controls.tiling.toolTip()
 
     controls.tiling.setCurrentIndex(exact)  # chosen by code, past the greyed-out entry
-    assert (controls.options().tiling, controls.options().scales) == ("auto", MULTISCALE)
+    assert (controls.options().tiling, controls.options().scales) == ("auto", SUGGESTED_SCALES)
 
     controls.multiscale.setChecked(False)  # exact is offered again
     assert controls.tiling.model().item(exact).isEnabled() and controls.tiling.toolTip() == ""
     controls.tiling.setCurrentIndex(exact)
     assert (controls.options().tiling, controls.options().scales) == ("exact", (1.0,))
-    controls.set_options(replace(controls.options(), tiling="auto", scales=MULTISCALE))
+    controls.set_options(replace(controls.options(), tiling="auto", scales=SUGGESTED_SCALES))
     assert not controls.tiling.model().item(exact).isEnabled()  # shown options grey it out too
 

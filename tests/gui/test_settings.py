@@ -5,9 +5,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSize
 
+from leanseg.core.engine.multiscale import SUGGESTED_SCALES
 from leanseg.gui.main_window.settings import MAX_RECENT_FILES, AppSettings
 from leanseg.gui.main_window.window import MainWindow
-from leanseg.gui.viewer.controls import MULTISCALE
 
 from .conftest import JOB_TIMEOUT_MS, write_image
 
@@ -58,7 +58,7 @@ def test_multiscale_averaging_survives_a_restart_and_an_unreadable_value_is_left
 
     second = MainWindow(settings=AppSettings(settings_path))
     qtbot.addWidget(second)
-    assert second.controls.multiscale.isChecked() and second.controls.options().scales == MULTISCALE
+    assert second.controls.multiscale.isChecked() and second.controls.options().scales == SUGGESTED_SCALES
     second.close()
 
     for unreadable in ("big", "0.75, 1", "1 1", "9"):  # not numbers, a list, twice the same, out of range

@@ -10,11 +10,11 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
+from leanseg.core.engine.multiscale import SUGGESTED_SCALES
 from leanseg.core.predict import InferenceOptions
 from leanseg.gui.video.panel import VideoPanel
 from leanseg.gui.video.player import ShownFrame
 from leanseg.gui.video.window import video_options
-from leanseg.gui.viewer.controls import MULTISCALE
 
 from ..core.video_samples import count_frames, write_video
 from .conftest import JOB_TIMEOUT_MS, drop_path
@@ -243,5 +243,5 @@ def test_main_window_opens_a_dropped_video_in_the_panel(qtbot, make_window, gui_
 
 
 def test_video_runs_without_mirror_or_multiscale_averaging() -> None:
-    options = InferenceOptions(device="cpu", mirror="flip", scales=MULTISCALE)  # the main window's choices
+    options = InferenceOptions(device="cpu", mirror="flip", scales=SUGGESTED_SCALES)  # the main window's choices
     assert video_options(options) == replace(options, mirror="off", scales=(1.0,))
