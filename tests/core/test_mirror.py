@@ -131,12 +131,17 @@ def test_segment_averages_by_default_and_mirror_off_turns_it_off(tmp_path: Path)
     assert 0 < (outputs["default"] != outputs["off"]).mean() < 0.1
 
 
-def test_a_batch_resumed_with_another_mirror_mode_is_refused(tmp_path: Path, unet_checkpoint: Path) -> None:
+def batch_command(tmp_path: Path, checkpoint: Path) -> tuple[list[str], Path]:
+    """`leanseg batch` arguments over two small images in tmp_path/in, and its output folder tmp_path/out."""
     inputs, out = tmp_path / "in", tmp_path / "out"
     inputs.mkdir()
     for name in ("a", "b"):
         cv2.imwrite(str(inputs / f"{name}.png"), _pixels(40, 48))
-    common = ["batch", str(inputs), "--out", str(out), "--model", str(unet_checkpoint), "--threads", "1"]
+    return ["batch", str(inputs), "--out", str(out), "--model", str(checkpoint), "--threads", "1"], out
+
+
+def test_a_batch_resumed_with_another_mirror_mode_is_refused(tmp_path: Path, unet_checkpoint: Path) -> None:
+    common, out = batch_command(tmp_path, unet_checkpoint)
     assert _leanseg(*common).returncode == 0
     labels = (out / "a_labels.png").read_bytes()
     refused = _leanseg(*common, "--mirror", "off")

@@ -3,8 +3,6 @@ each resized back; tiles, when needed, are fast ones with the halo widened for t
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
@@ -24,7 +22,7 @@ from leanseg.core.model.checkpoint import load_checkpoint
 from leanseg.core.predict import InferenceOptions, Segmenter
 from leanseg.core.segment_tiled import estimate_tile_bytes, plan_tiles
 
-from .test_mirror import _pixels
+from .test_mirror import _leanseg, _pixels, batch_command
 from .tiling_samples import cpu_segmenter
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -133,10 +131,6 @@ def test_the_lean_engine_gives_the_eager_result(unet_checkpoint: Path) -> None:
     np.testing.assert_allclose(results[0], results[1], rtol=0, atol=1e-4)
 
 
-def _leanseg(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "leanseg.core", *args], capture_output=True, text=True, timeout=300)
-
-
 def test_segment_says_it_averages_and_a_bad_scale_is_named(tmp_path: Path, unet_checkpoint: Path) -> None:
     image = tmp_path / "a.png"
     cv2.imwrite(str(image), _pixels(40, 48))
@@ -151,11 +145,7 @@ def test_segment_says_it_averages_and_a_bad_scale_is_named(tmp_path: Path, unet_
 
 
 def test_a_batch_resumed_with_other_scales_is_refused(tmp_path: Path, unet_checkpoint: Path) -> None:
-    inputs, out = tmp_path / "in", tmp_path / "out"
-    inputs.mkdir()
-    for name in ("a", "b"):
-        cv2.imwrite(str(inputs / f"{name}.png"), _pixels(40, 48))
-    common = ["batch", str(inputs), "--out", str(out), "--model", str(unet_checkpoint), "--threads", "1"]
+    common, out = batch_command(tmp_path, unet_checkpoint)
     assert _leanseg(*common, "--scales", "0.75", "1").returncode == 0
     fingerprint = json.loads((out / "manifest.json").read_text())["fingerprint"]
     assert fingerprint["scales"] == "0.75 1"
