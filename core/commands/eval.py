@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"| {'mean IoU'.ljust(width)} | {miou:.4f} |\n| {'pixel accuracy'.ljust(width)} | {accuracy:.4f} |")
     payload = {
         "model": str(segmenter.loaded.path), "data": str(args.data), "split": args.split, "images": len(pairs),
-        "engine": args.engine, "precision": args.precision, "mirror": args.mirror,
+        "engine": args.engine, "precision": args.precision, "mirror": segmenter.options.mirror,
         "scales": list(segmenter.options.scales), "seconds": time.perf_counter() - started,
         "per_class_iou": {n: (None if np.isnan(v) else float(v)) for n, v in zip(info.class_names, ious)},
         "mean_iou": miou, "pixel_accuracy": accuracy, "confusion_matrix": matrix.tolist(),

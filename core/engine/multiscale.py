@@ -36,7 +36,7 @@ def check_scales(scales: tuple[float, ...]) -> tuple[float, ...]:
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not low <= scale <= high:
             raise ValueError(f"scales must be numbers in {low:g}..{high:g}, got {scale!r}")
     if len(set(scales)) != len(scales):
-        raise ValueError(f"scales must differ from each other, got {' '.join(f'{s:g}' for s in scales)}")
+        raise ValueError(f"scales must differ from each other, got {format_scales(scales)}")
     return tuple(sorted(float(scale) for scale in scales))
 
 
