@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from leanseg.core.engine.mirror import mirror_runner
 from leanseg.core.io.images import read_image
 from leanseg.core.model.checkpoint import load_checkpoint
 from leanseg.core.train.batches import to_batch
@@ -39,7 +40,7 @@ def held_out_logits(model_path: str, data: Path, split: str) -> tuple[torch.Tens
     with torch.inference_mode():
         for image_path, label_path in find_pairs(data, split, spec):
             x = to_batch([read_image(image_path).pixels], torch.device("cpu"))
-            averaged = ((model(x) + model(x.flip(3)).flip(3)) / 2)[0]
+            averaged = mirror_runner(model, "logits")(x)[0]
             logits.append(averaged[:, ::2, ::2].half().permute(1, 2, 0).reshape(-1, averaged.shape[0]))
             labels.append(torch.from_numpy(read_image(label_path).pixels[::2, ::2].astype(np.int64)).reshape(-1))
     flat, truth = torch.cat(logits).float(), torch.cat(labels)
