@@ -3,31 +3,17 @@
     .venv/bin/python scripts/average_weights.py OUT.safetensors A.safetensors B.safetensors [...]
 
 Float tensors (weights and batch-norm statistics) are averaged, integer ones (batch counts) taken from the
-first file, and OUT keeps the first file's metadata. Used for the soups in docs/model.md.
+first file. OUT keeps the first file's class names, colours and normalisation; its provenance records this
+command and each input's name, SHA-256 and provenance (`leanseg.core.train.soup`). Used for the soups in
+docs/model.md and for the default model.
 """
 from __future__ import annotations
 
+import shlex
 import sys
 
-import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
-
-
-def average(inputs: list[str]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    sums: dict[str, torch.Tensor] = {}
-    metadata: dict[str, str] = {}
-    for index, path in enumerate(inputs):
-        with safe_open(path, "pt") as handle:
-            if index == 0:
-                metadata = handle.metadata() or {}
-            for key in handle.keys():
-                tensor = handle.get_tensor(key)
-                if tensor.is_floating_point():
-                    sums[key] = sums.get(key, torch.zeros_like(tensor, dtype=torch.float64)) + tensor.double()
-                else:
-                    sums.setdefault(key, tensor)
-    return {key: (t / len(inputs)).float() if t.is_floating_point() else t for key, t in sums.items()}, metadata
+from leanseg.core.model.checkpoint import CheckpointError, save_checkpoint
+from leanseg.core.train.soup import average_checkpoints
 
 
 def main(argv: list[str]) -> int:
@@ -35,8 +21,13 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     out, *inputs = argv
-    tensors, metadata = average(inputs)
-    save_file({key: t.contiguous() for key, t in tensors.items()}, out, metadata=metadata)
+    command = shlex.join(["python", "scripts/average_weights.py", *argv])
+    try:
+        soup = average_checkpoints(inputs, command=command)
+    except (CheckpointError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    save_checkpoint(out, soup.model, soup.info)
     print(f"wrote {out}: the average of {len(inputs)} checkpoints")
     return 0
 
