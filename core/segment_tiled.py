@@ -183,8 +183,21 @@ def plan_tiles(segmenter: Segmenter, height: int, width: int, output: str = "log
                          fast_halo_px=fast_halo, held_bytes=held_bytes,
                          max_tile_bytes=None if chosen else DEFAULT_MAX_TILE_BYTES, refuse_over_budget=bool(chosen),
                          tile_bytes=lambda h, w: estimate_tile_bytes(segmenter, h, w, output),
-                         image_width=image_width if image_width != width else None)
+                         image_width=image_width if image_width != width else None,
+                         max_read_px=_max_read_px(segmenter, stride))
     return dataclasses.replace(plan, why_approximate="multi-scale averaging") if options.multiscale else plan
+
+
+def _max_read_px(segmenter: Segmenter, stride: int) -> tuple[int, int] | None:
+    """The largest (rows, columns) a tile may read, halo included, for a model exported for a bounded size range
+    (0: any side); with multi-scale averaging a tile runs enlarged by the largest scale, so it reads less. None:
+    any size."""
+    max_size = getattr(segmenter.model, "max_size", (0, 0))
+    if not any(max_size):
+        return None
+    largest = max(segmenter.options.scales)
+    return tuple(max(stride, int(side / largest) // stride * stride) if side else 0  # type: ignore[return-value]
+                 for side in max_size)
 
 
 def job_width(segmenter: Segmenter, width: int) -> int:

@@ -1,4 +1,7 @@
-"""The app's look: Fusion with a dark palette, one accent colour, pyqtgraph to match."""
+"""The app's look: Fusion with a dark palette, one accent colour, pyqtgraph to match.
+
+A QSpinBox keeps Fusion's frame: a style-sheet border would make Qt draw its up and down buttons without arrows.
+"""
 from __future__ import annotations
 
 import pyqtgraph as pg
@@ -16,7 +19,7 @@ QLabel#statusField {{ color: #b9bec8; padding: 0 10px; border-left: 1px solid #3
 QLabel#modelName {{ font-weight: 600; color: #e6e8ec; }}
 QLabel#lastResult, QLabel#dimLabel {{ color: #9aa0aa; }}
 QLabel#lastResult[failed="true"] {{ color: #ff8a80; }}
-QLabel#peakLabel {{ color: #ff8a80; font-weight: 600; }}
+QLabel#peakLabel {{ color: #d9c8a0; font-weight: 600; }}
 QFrame#banner {{ background: #4a3b12; border-bottom: 1px solid #7a5f14; }}
 QFrame#banner QLabel {{ color: #ffe6a6; padding: 4px; }}
 QPushButton {{ background: #30333a; border: 1px solid #444852; border-radius: 4px; padding: 5px 12px; color: #e6e8ec; }}
@@ -24,7 +27,8 @@ QPushButton:hover {{ background: #383c44; }}
 QPushButton:disabled {{ color: #6b707a; border-color: #383b42; }}
 QPushButton#primary {{ background: {ACCENT}; border-color: {ACCENT}; color: white; font-weight: 600; }}
 QPushButton#primary:disabled {{ background: #2b4a78; border-color: #2b4a78; color: #9fb3d1; }}
-QComboBox, QSpinBox {{ background: #2a2d32; border: 1px solid #444852; border-radius: 4px; padding: 3px 6px; }}
+QComboBox {{ background: #2a2d32; border: 1px solid #444852; border-radius: 4px; padding: 3px 6px; }}
+QSpinBox {{ background: #2a2d32; min-height: 20px; padding-left: 2px; }}
 QProgressBar {{ background: #2a2d32; border: 1px solid #444852; border-radius: 4px; text-align: center;
                color: #d7dae0; height: 16px; }}
 QProgressBar::chunk {{ background: {ACCENT}; border-radius: 3px; }}

@@ -124,9 +124,10 @@ class _ConsoleSink:
                 self._progress.start(event)
             elif event.kind in ("image", "error") and self._progress.bar is not None:
                 if event.kind == "error":
-                    self._line(f"failed (the batch goes on): {event.message}")
+                    more = event.index is not None and event.count is not None and event.index + 1 < event.count
+                    self._line(f"failed{' (the batch goes on)' if more else ''}: {event.message}")
                 self._progress.advance(postfix=Path(event.path).name if event.path else "")
-            elif event.kind in ("warning", "plan"):
+            elif event.kind in ("warning", "plan") or event.data.get("alpha_ignored"):
                 self._line(event.message)
 
     def note(self, message: str) -> None:
@@ -142,11 +143,7 @@ class _ConsoleSink:
 
 
 def _print_summary(summary: BatchSummary) -> None:
-    ok = summary.ok
-    rate = len(ok) / summary.seconds if summary.seconds > 0 else 0.0  # images segmented, not failures
-    peak = max((r.peak_bytes for r in ok), default=0)
-    print(f"{summary.total} image(s): {len(ok)} segmented now, {summary.finished_before} finished before, "
-          f"{len(summary.failed)} failed, {summary.remaining} left; {rate:.2f} img/s, peak {format_bytes(peak)}")
+    print(_summary_line(summary))
     if summary.left_out:
         print(left_out_note(summary.left_out))
     for record in summary.failed:
@@ -154,3 +151,18 @@ def _print_summary(summary: BatchSummary) -> None:
     print(f"outputs in {summary.settings.out_dir} ({summary.summary_path.name}, {summary.manifest_path.name})")
     if summary.cancelled:
         print("stopped early: run the same command again to resume")
+
+
+def _summary_line(summary: BatchSummary) -> str:
+    """'5 image(s): 3 segmented now, 1 finished before, 1 failed, 0 left; 2.10 img/s, peak 700.1 MB', the rate and
+    peak only of images segmented now; 'all 5 already done (resumed); nothing to run' when none was left."""
+    ok = summary.ok
+    if not summary.records and summary.total and summary.finished_before == summary.total:
+        return f"all {summary.total} already done (resumed); nothing to run"
+    counts = (f"{summary.total} image(s): {len(ok)} segmented now, {summary.finished_before} finished before, "
+              f"{len(summary.failed)} failed, {summary.remaining} left")
+    if not ok:
+        return counts
+    rate = len(ok) / summary.seconds if summary.seconds > 0 else 0.0  # images segmented, not failures
+    peak = max(r.peak_bytes for r in ok)
+    return f"{counts}; {rate:.2f} img/s, peak {format_bytes(peak)}"

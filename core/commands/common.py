@@ -18,11 +18,14 @@ from ..engine.multiscale import SUGGESTED_SCALES, format_scales
 from ..events import EventSink, JobEvent
 from ..io.images import DEFAULT_MAX_PIXELS, set_max_pixels
 from ..memory import MemoryMonitor, parse_bytes
+from ..model.card import default_input
 from ..model.catalog import display_name, model_path_argument
 from ..model.checkpoint import CheckpointError, LoadedModel
 from ..model.sources import load_model as open_model_file
+from ..model.sources import size_range_note
 from ..predict import ENGINES, MIRROR_MODES, PRECISIONS, TILING_MODES, InferenceOptions, Segmenter
 from ..segment_tiled import check_budget
+from .model_names import ModelNameError, installed_model_named
 
 
 class CommandError(Exception):
@@ -86,9 +89,11 @@ def load_model(path: Path | None) -> LoadedModel:
                 f"no default model is installed (looked for {path}); pass --model PATH, or train one "
                 "with `leanseg train` (see README, 'The default model')"
             )
-    if not path.exists() and path.parent == Path("."):
-        raise CommandError(f"{path}: no such file, nor an installed model of that name "
-                           f"(`leanseg models` lists them; `leanseg import-model` installs one)")
+    if not path.exists() and path.parent == Path("."):  # not a file's name: an installed model's card name?
+        try:
+            path = installed_model_named(str(path))
+        except ModelNameError as err:
+            raise CommandError(str(err)) from None
     try:
         return open_model_file(path)
     except CheckpointError as err:
@@ -134,23 +139,33 @@ def build_segmenter(args: argparse.Namespace, want_probs: bool = False) -> Segme
 
 
 def describe_segmenter(segmenter: Segmenter) -> str:
-    """The line a command prints before it starts: `model [NAME (]PATH[)] (K classes[, card CARD]) on DEVICE,
-    engine ENGINE, PRECISION[, mirror averaging]`."""
+    """The line a command prints before it starts: `model [NAME (PATH; ]K classes[, card CARD]) on DEVICE,
+    engine ENGINE, PRECISION[, mirror averaging]`; `model PATH (K classes...)` when the card's name is the file's."""
     options = segmenter.options
     provenance = segmenter.info.provenance
     card = provenance.get("card")
     in_file = provenance.get("format") in ("bundle", "leanseg")  # its card travels inside it
     card_note = f", card {Path(card).name}" if card and card != "defaults" and not in_file else ""
+    details = f"{segmenter.info.config.num_classes} classes{card_note}"
     path = segmenter.loaded.path
-    named = display_name(path, str(provenance.get("name") or ""), str(path)) if path else "model"
-    line = (f"model {named} ({segmenter.info.config.num_classes} classes{card_note}) on {segmenter.device}, "
-            f"engine {options.engine}, {options.precision}")
+    name = str(provenance.get("name") or "")
+    if path is None:
+        named = f"{name} ({details})" if name else f"({details})"
+    elif display_name(path, name) == path.name:  # the card's name says no more than the file's
+        named = f"{path} ({details})"
+    else:
+        named = f"{name} ({path}; {details})"
+    line = f"model {named} on {segmenter.device}, engine {options.engine}, {options.precision}"
     for averaging in options.averaging:
         line += f", {averaging}" + (" (--mirror off: half the time)" if averaging == "mirror averaging" else "")
     notes = list(segmenter.notes)
+    size_note = size_range_note(segmenter.loaded)
+    if size_note:
+        notes.append(size_note)
     if segmenter.info.provenance.get("card") == "defaults":
         path = segmenter.loaded.path
-        notes.append(f"no card beside {path}: default class names and palette, ImageNet mean/std, RGB input; if the "
+        notes.append(f"no card beside {path}: default class names and palette, "
+                     f"{default_input(segmenter.info.config.in_channels)}; if the "
                      f"net expects otherwise, write {path.with_suffix('.json').name if path else 'NAME.json'} "
                      "(README: 'The model card')")
     return "\n".join([line, *(f"note: {note}" for note in notes)])

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..model.bundle import save_bundle
-from ..model.card import CardError, ModelCard, card_for, card_path_for, read_card
+from ..model.card import CardError, ModelCard, card_for, card_path_for, default_input, read_card
 from ..model.catalog import user_models_dir
 from ..model.checkpoint import CheckpointError, LoadedModel
 from ..model.sources import describe, detect_format, load_graph
@@ -78,7 +78,8 @@ def assumptions(source: Path, card: ModelCard, loaded: LoadedModel) -> str:
     probed = f"size multiple {multiple} (from a probe)" if not card.size_multiple else f"size multiple {multiple}"
     if card.source == "defaults":
         return (f"no card beside {source.name} (looked for {card_path_for(source).name}): assumed default class "
-                f"names (class 0..{config.num_classes - 1}), a fixed palette, ImageNet mean/std, RGB, logits; "
+                f"names (class 0..{config.num_classes - 1}), a fixed palette, {default_input(config.in_channels)}, "
+                "logits; "
                 f"{config.num_classes} classes (from the graph), {probed}")
     assumed = [text for missing, text in ((not card.classes, "default class names"),
                                           (not card.colours, "a fixed palette")) if missing]

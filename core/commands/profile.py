@@ -18,6 +18,7 @@ from ..profile import CONFIGURATION_NAMES, LabRequest, LabResult, ModelSpec, def
 from ..profile.records import MemoryProfile
 from . import SUMMARIES
 from .common import report_error
+from .model_names import ModelNameError, installed_model_named
 from .options import HELP_FORMATTER, add_chart_format_option, add_device_option
 
 TOLERANCE = 0.10  # the profile should explain the measured peak within this share
@@ -43,6 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         if args.model is not None:
+            if not args.model.exists() and args.model.parent == Path("."):  # an installed model's card name?
+                args.model = installed_model_named(str(args.model))
             if not args.model.is_file():
                 raise ValueError(f"--model {args.model}: no such file")
             spec, which = ModelSpec(str(args.model)), f"model {args.model}"
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         configs = tuple(name.strip() for name in args.configs.split(",") if name.strip())
         request = LabRequest(spec, size=args.size, repeats=args.repeats, device=args.device, threads=args.threads,
                              configurations=configs)
-    except ValueError as err:
+    except (ValueError, ModelNameError) as err:
         return report_error(err)
     print(f"profiling {which} at {args.size}x{args.size} on {args.device}", flush=True)
     cancel = threading.Event()

@@ -46,13 +46,15 @@ class ProgressBar:
             self._task = self._progress.add_task(label, total=total, rate="", postfix="")
             self._progress.start()
 
-    def update(self, n: int = 1, postfix: str = "") -> None:
-        """`n` more items done; `postfix` is shown after the bar (e.g. the file just finished)."""
+    def update(self, n: int = 1, postfix: str = "", total: int | None = None) -> None:
+        """`n` more items done; `postfix` is shown after the bar (e.g. the file just finished); `total`: a new
+        count of items in all (a tile split in two after running out of memory adds one)."""
         with self._lock:
             self.count += n
+            self.total = total if total is not None else self.total
             rate = f"{self._rate():.2f} {self.unit}/s"
             if self._progress is not None and self._task is not None:
-                self._progress.update(self._task, advance=n, rate=rate, postfix=postfix)
+                self._progress.update(self._task, advance=n, rate=rate, postfix=postfix, total=self.total)
                 return
             now = time.perf_counter()
             finished = self.total is not None and self.count >= self.total
@@ -116,6 +118,43 @@ class JobProgress:
 
     def close(self) -> None:
         """End the bar's line; later advances draw nothing."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class TileProgress:
+    """The tiles of the image in flight, from its "tile" events: a bar on a terminal, a plain line every few
+    seconds otherwise (never a line per tile); the tiles' summary is the job's to print when they are done."""
+
+    def __init__(self, label: str = "tiles") -> None:
+        self.label = label
+        self.bar: ProgressBar | None = None  # open from the image's first tile until close()
+        self.done = 0  # tiles of the image in flight (or of the last one) run
+        self.count = 0  # ... of how many
+
+    def start(self, count: int) -> None:
+        """Open the bar for an image cut into `count` tiles (from its plan), so its rate counts from here."""
+        self.close()
+        self.bar = ProgressBar(count, label=self.label, unit="tiles")
+        self.done, self.count = 0, count
+
+    def advance(self, event: JobEvent) -> None:
+        """One more tile done; opens the bar if the image's plan did not."""
+        if self.bar is None:
+            self.start(event.count or 0)
+        self.done, self.count = self.done + 1, event.count or self.count
+        if self.bar is not None:
+            self.bar.update(1, total=event.count)
+
+    def note(self, message: str, stream: TextIO | None = None) -> None:
+        """Print a line; above the bar while one is open."""
+        if self.bar is not None:
+            self.bar.print_above(message, stream)
+        else:
+            print(message, file=stream or sys.stdout, flush=True)
+
+    def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None

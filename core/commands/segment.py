@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..events import JobEvent
 from ..io.outputs import OutputPathError
-from ..jobs import ManifestError, segment_files
+from ..jobs import JobSummary, ManifestError, segment_files
 from ..memory import format_bytes
 from . import SUMMARIES
 from .common import (
@@ -22,6 +22,7 @@ from .common import (
     report_error,
 )
 from .options import HELP_FORMATTER, add_overlay_options, add_probs_option
+from .progress import TileProgress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,15 +50,30 @@ def run(args: argparse.Namespace) -> int:
     except CommandError as err:
         return report_error(err)
     print(describe_segmenter(segmenter))
+    tiles = TileProgress()
+    stopped_in: list[str] = []  # where Ctrl-C stopped the image in flight: "after 3 of 12 tiles"
 
     def show(event: JobEvent) -> None:
+        if event.kind == "tile":  # "tile i/n" of an image cut into tiles: a bar, and the job's summary after
+            if (event.count or 0) > 1:
+                tiles.advance(event)
+            return
+        if event.kind == "warning":  # e.g. a tile split after running out of memory: the bar goes on below
+            tiles.note(f"  {event.message}")
+            return
+        if event.kind == "cancelled" and tiles.bar is not None:
+            stopped_in.append(f" after {tiles.done} of {tiles.count} tiles")
+        tiles.close()
         if event.kind == "image" and event.path is not None:
             print(f"{event.path}  {event.message.split(': ', 1)[1]}  [{event.index + 1}/{event.count}]"
                   if event.index is not None else event.message)
-        elif event.kind in ("plan", "warning", "info") or (event.kind == "tile" and (event.count or 0) > 1):
-            print(f"  {event.message}", flush=True)  # tile: "tile i/n" of an image cut into tiles
+        elif event.kind in ("plan", "info"):
+            print(f"  {event.message}", flush=True)
+            if event.kind == "plan" and (event.count or 0) > 1:
+                tiles.start(event.count or 0)
         elif event.kind == "error":
-            print(f"failed (the rest go on): {event.message}", file=sys.stderr)
+            more = event.index is not None and event.count is not None and event.index + 1 < event.count
+            print(f"failed{' (the rest go on)' if more else ''}: {event.message}", file=sys.stderr)
 
     try:
         with cancel_on_sigint() as cancel, memory_logging(args.memory_log, segmenter.device, show) as on_event:
@@ -70,16 +86,27 @@ def run(args: argparse.Namespace) -> int:
         return report_error(CommandError(str(err)))
     except OSError as err:
         return report_error(CommandError(f"{args.out}: cannot write the output folder ({err.strerror or err})"))
-    ok = [r for r in summary.results if r.ok]
-    total = sum(r.seconds for r in ok)
-    peak = max((r.peak_bytes for r in ok), default=0)
-    where = f"outputs in {args.out}" if ok else "nothing written"
-    print(f"{len(ok)} of {len(images)} image(s) segmented in {total:.2f} s, peak {format_bytes(peak)}, "
-          f"{where}" + (f"; {len(summary.failed)} failed" if summary.failed else ""))
+    finally:
+        tiles.close()
+    print(_summary_line(summary, len(images), args.out))
     if summary.cancelled:
-        print("stopped by Ctrl-C; the image in flight was not written", file=sys.stderr)
+        print(f"stopped by Ctrl-C{''.join(stopped_in)}; the image in flight was not written", file=sys.stderr)
         return 130
     return 0 if summary.all_ok else 1
+
+
+def _summary_line(summary: JobSummary, count: int, out: Path) -> str:
+    """'2 of 3 image(s) segmented in 1.20 s, process peak 700.1 MB, outputs in OUT; 1 failed', or, with nothing
+    segmented, '0 of 1 image(s) segmented (1 failed); nothing written': no time or peak of nothing."""
+    ok = [r for r in summary.results if r.ok]
+    failed = f"{len(summary.failed)} failed" if summary.failed else ""
+    if not ok:
+        return f"0 of {count} image(s) segmented" + (f" ({failed})" if failed else "") + "; nothing written"
+    total = sum(r.seconds for r in ok)
+    peak = max(ok, key=lambda r: r.peak_bytes)
+    label = "process peak" if peak.device == "cpu" else "CUDA peak"
+    return (f"{len(ok)} of {count} image(s) segmented in {total:.2f} s, {label} {format_bytes(peak.peak_bytes)}, "
+            f"outputs in {out}" + (f"; {failed}" if failed else ""))
 
 
 def _distinct(images: list[Path]) -> list[Path]:

@@ -10,6 +10,7 @@ another output of the run also names, or that exists and no `leanseg video` wrot
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from ..events import JobEvent
 from ..io.output_names import output_stem
 from ..io.outputs import OutputPathError
 from ..io.video import VideoReadError
+from ..io.video_probe import check_video_file
 from ..io.video_writer import WRITER_CODECS, VideoWriteError
 from ..jobs import VideoJobOptions, segment_video
 from ..jobs.video_guard import VideoOutputGuard
@@ -30,6 +32,7 @@ from .common import (
     add_memory_log_option,
     build_segmenter,
     cancel_on_sigint,
+    check_output_folder,
     describe_segmenter,
     memory_logging,
     positive_int,
@@ -70,10 +73,13 @@ def run(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             write_video=args.overlay,
         )
+        check_video_file(args.input)  # missing, unreadable or not a video: said before the model loads
         guard = _output_guard(args, options)
         guard.check()  # before the model loads and before anything is written
+        for folder in _output_folders(guard):
+            check_output_folder(folder)
         segmenter = build_segmenter(args)
-    except (CommandError, ValueError) as err:  # VideoOutputRefused is a ValueError
+    except (CommandError, ValueError, VideoReadError) as err:  # VideoOutputRefused is a ValueError
         return report_error(err)
     try:
         return _run(args, options, segmenter, guard)
@@ -92,6 +98,27 @@ def _output_guard(args: argparse.Namespace, options: VideoJobOptions) -> VideoOu
         files.append((args.memory_log, "the memory log (--memory-log)"))
         files.append((sidecar_path(args.memory_log), "the memory log's JSON sidecar (--memory-log)"))
     return VideoOutputGuard(args.input, files, options.labels_dir, output_stem(args.input), args.overwrite)
+
+
+def _output_folders(guard: VideoOutputGuard) -> list[Path]:
+    """The folders the run writes in, as the user named them: each output's, and --labels-dir."""
+    folders = [path.parent for path, _ in guard.files]
+    if guard.labels_dir is not None:
+        folders.append(guard.labels_dir)
+    return list(dict.fromkeys(folders))
+
+
+def _cannot_write(err: OSError, guard: VideoOutputGuard, out: Path) -> str:
+    """A write that failed mid-run, naming what the user gave: a hidden file of ours (the ledger, a partial
+    output) by its folder."""
+    if not err.filename:
+        return f"{out}: cannot write it ({err.strerror or err})"
+    failed = Path(os.fsdecode(err.filename))
+    if not failed.name.startswith("."):
+        return f"{failed}: cannot write it ({err.strerror or err})"
+    folder = next((given for given in _output_folders(guard) if given.resolve() == failed.parent.resolve()),
+                  failed.parent)
+    return f"{folder}: cannot write the output folder ({err.strerror or err})"
 
 
 def _run(args: argparse.Namespace, options: VideoJobOptions, segmenter: Segmenter, guard: VideoOutputGuard) -> int:
@@ -123,7 +150,7 @@ def _run(args: argparse.Namespace, options: VideoJobOptions, segmenter: Segmente
     except OutputPathError as err:  # names the output already
         return report_error(CommandError(str(err)))
     except OSError as err:  # e.g. a folder that cannot be written
-        return report_error(CommandError(f"{err.filename or args.out}: cannot write it ({err.strerror or err})"))
+        return report_error(CommandError(_cannot_write(err, guard, args.out)))
     except KeyboardInterrupt:
         progress.close()
         print(f"interrupted; {args.out} holds the frames segmented so far", file=sys.stderr)

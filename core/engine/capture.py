@@ -47,7 +47,7 @@ def capture_by_export(model: nn.Module) -> fx.GraphModule:
     dims = {2: torch.export.Dim.AUTO, 3: torch.export.Dim.AUTO}
     with GRAPH_LOCK, torch.no_grad():
         program = torch.export.export(model, (example,), dynamic_shapes=(dims,))
-    return lift_exported_program(program)
+    return lift_exported_program(program, source=None)  # its size range comes from a branch only
 
 
 def replace_submodule(graph_module: fx.GraphModule, target: str, module: nn.Module) -> None:

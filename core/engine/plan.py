@@ -13,7 +13,7 @@ from torch import Tensor, fx, nn
 from ..memory import engine_live_bytes
 from .accounting import LiveAccount, RunStats
 from .chain import BandedChain
-from .frontends.ir import OutsideCapturedSizes
+from .frontends.ir import OutsideCapturedSizes, checked_sizes, size_checks
 from .head import LabelsHead, labels_from_logits
 from .layout import CHANNELS_LAST, as_channels_last
 from .liveness import in_place_operands, values_dying_after, write_in_place
@@ -65,6 +65,20 @@ def _in_place_input(node: fx.Node, dying: list[fx.Node], module: nn.Module) -> t
         return ()
     first = node.args[0]
     return (0,) if first in dying and node.args.count(first) == 1 else ()
+
+
+def _inside_captured_sizes(graph_module: fx.GraphModule, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """`shape` with its height and width moved into the range the graph's size checks hold for (and to their
+    multiples): the nearest size the graph runs, whose estimate scales by the pixel count to `shape`'s."""
+    sides = list(shape)
+    for check in size_checks(graph_module):
+        heights, widths, multiples = checked_sizes(check)
+        for axis, (low, high) in enumerate((heights, widths)):
+            step = multiples[axis]
+            side = min(max(sides[2 + axis], low), high)
+            rounded_up = -(-side // step) * step
+            sides[2 + axis] = rounded_up if rounded_up <= high else side // step * step
+    return tuple(sides)
 
 
 def _fetch_attr(graph_module: fx.GraphModule, target: str) -> Any:
@@ -125,7 +139,15 @@ class Plan:
             meta_module = meta_copy(self.graph_module)
             self._meta_plan = Plan(meta_module, None, device=torch.device("meta"), dtype=self.dtype,
                                    notes=[], fallbacks=[])
-        self._meta_plan.run(torch.empty(tuple(input_shape), device="meta"), output=output)
+        try:
+            self._meta_plan.run(torch.empty(tuple(input_shape), device="meta"), output=output)
+        except OutsideCapturedSizes:
+            held = _inside_captured_sizes(self.graph_module, key[0])  # the eager model runs it: scale a size
+            if self.eager_model is None or held == key[0]:
+                raise
+            pixels, held_pixels = key[0][2] * key[0][3], held[2] * held[3]
+            self._peak_estimates[key] = self.estimate_peak(held, output) * pixels // held_pixels
+            return self._peak_estimates[key]
         assert self._meta_plan.last_stats is not None
         self._peak_estimates[key] = self._meta_plan.last_stats.peak_bytes
         return self._peak_estimates[key]
@@ -155,30 +177,34 @@ class Plan:
             self._head.emit = output
         env: dict[fx.Node, Any] = {}
         result: Any = None
-        for step in self._steps:
-            node = step.node
-            if node.op == "placeholder":
-                value: Any = x.to(self.device, self.dtype).contiguous(memory_format=CHANNELS_LAST)
-            elif node.op == "output":
-                result = env[node.args[0]] if isinstance(node.args[0], fx.Node) else None
-                break
-            else:
-                args = fx.node.map_arg(node.args, env.__getitem__)
-                kwargs = fx.node.map_arg(node.kwargs, env.__getitem__)
-                value = self._call(step, args, kwargs, account)
-                del args, kwargs
-            env[node] = value
-            account.hold(value)
-            transient = int(getattr(step.module, "transient_bytes", 0))
-            peak_during = account.live_bytes + transient
-            for dead in step.dying:
-                account.release(env.pop(dead))
-            del value
-            stats.record(step.name, account.live_bytes, peak_during)
-            if publish:
-                engine_live_bytes.set(account.live_bytes)
-            if on_step is not None:
-                on_step(step.name, account.live_bytes)
+        try:
+            for step in self._steps:
+                node = step.node
+                if node.op == "placeholder":
+                    value: Any = x.to(self.device, self.dtype).contiguous(memory_format=CHANNELS_LAST)
+                elif node.op == "output":
+                    result = env[node.args[0]] if isinstance(node.args[0], fx.Node) else None
+                    break
+                else:
+                    args = fx.node.map_arg(node.args, env.__getitem__)
+                    kwargs = fx.node.map_arg(node.kwargs, env.__getitem__)
+                    value = self._call(step, args, kwargs, account)
+                    del args, kwargs
+                env[node] = value
+                account.hold(value)
+                transient = int(getattr(step.module, "transient_bytes", 0))
+                peak_during = account.live_bytes + transient
+                for dead in step.dying:
+                    account.release(env.pop(dead))
+                del value
+                stats.record(step.name, account.live_bytes, peak_during)
+                if publish:
+                    engine_live_bytes.set(account.live_bytes)
+                if on_step is not None:
+                    on_step(step.name, account.live_bytes)
+        finally:  # done, cancelled between steps or failed: the engine holds none of its tensors now (a result
+            if publish:  # is its caller's)
+                engine_live_bytes.set(0)
         if not isinstance(result, Tensor):
             raise TypeError(f"the model returned {type(result).__name__}; the engine needs one logits tensor")
         env.clear()

@@ -59,6 +59,9 @@ class TilingPlan:
     image_width: int | None = None  # the image's own width when `width` is a canvas padded wider (mirror averaging)
     why_approximate: str = "receptive field unbounded"  # why tiles cannot be exact, when exact_halo_px is None
     fast_halo_px: int | None = None  # the halo of fast tiles, should a whole-image pass need them (None: the default)
+    # the largest (rows, columns) the model takes in one pass, halo included (a program exported for a bounded
+    # size range; 0: any side); None: any size
+    max_read_px: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -94,8 +97,15 @@ class TilingPlan:
         grid = "one tile" if rows == cols == 1 else f"{_count(rows, 'row')} x {_count(cols, 'column')} of tiles"
         field = (f"{self.why_approximate}: tiles are approximate" if self.exact_halo_px is None
                  else f"receptive field {self.exact_halo_px} px")
+        if self.max_read_px is not None:
+            field += f"; the model takes at most {_sides(self.max_read_px)} px a pass"
         return (f"tiling {self.mode}: {grid} {tile_cols}x{tile_rows} px (width x height) + halo {self.halo_px} px "
                 f"({field}){estimate} per tile{budget}")
+
+
+def _sides(rows_cols: tuple[int, int]) -> str:
+    """(rows, columns) as width x height, 0 read as any."""
+    return f"{rows_cols[1] or 'any'}x{rows_cols[0] or 'any'}"
 
 
 def _count(number: int, noun: str) -> str:
@@ -119,7 +129,7 @@ def grow_box(core: Box, halo_px: int, height: int, width: int) -> Box:
 def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile_bytes: TileBytes,
                   stride: int, exact_halo_px: int | None, fast_halo_px: int | None = None, held_bytes: int = 0,
                   max_tile_bytes: int | None = None, refuse_over_budget: bool = False,
-                  image_width: int | None = None) -> TilingPlan:
+                  image_width: int | None = None, max_read_px: tuple[int, int] | None = None) -> TilingPlan:
     """Pick whole-image or tiled inference, and the tile grid that reads the fewest pixels within the budget.
 
     mode: 'auto' (whole if it fits, else exact tiles; fast ones for a model with no bounded receptive field,
@@ -130,18 +140,27 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
     `max_tile_bytes` caps a tile's share further (the default budget's DEFAULT_MAX_TILE_BYTES). When none fits,
     BudgetTooSmallError with `refuse_over_budget` (a budget the user gave), else the smallest tile, and the plan
     says it is over budget. `image_width`: the image's own width where `width` is a wider canvas (messages).
+    `max_read_px`: the largest (rows, columns) the model takes in one pass, halo included (0: any side), for a
+    program exported for a bounded size range: larger images go in tiles that fit, fast ones where an exact halo
+    leaves no room; ValueError when no tile fits, or for mode 'off' on a larger image.
     """
     if mode not in ("auto", "off", "exact", "fast"):
         raise ValueError(f"unknown tiling mode {mode!r}; valid: auto, exact, fast, off")
     fast_halo = fast_halo_px if fast_halo_px is not None else FAST_HALO_STRIDES * stride
     whole_shape = _padded(height, stride), _padded(width, stride)
-    whole_bytes = tile_bytes(*whole_shape)
+    limit = (max_read_px[0] or 2**62, max_read_px[1] or 2**62) if max_read_px is not None else (2**62, 2**62)
+    whole_runs = whole_shape[0] <= limit[0] and whole_shape[1] <= limit[1]
+    if mode == "off" and not whole_runs:
+        assert max_read_px is not None
+        raise ValueError(f"tiling off runs the whole {image_width or width}x{height} image in one pass, but the model "
+                         f"takes at most {_sides(max_read_px)} px a pass; use auto, exact or fast tiles")
+    whole_bytes = tile_bytes(*whole_shape) if whole_runs else None  # the model cannot run it: not estimated
     tile_budget = budget_bytes - held_bytes
     if max_tile_bytes is not None:
         tile_budget = min(tile_budget, max_tile_bytes)
-    if mode == "off" or (mode == "auto" and whole_bytes <= tile_budget):
+    if mode == "off" or (mode == "auto" and whole_bytes is not None and whole_bytes <= tile_budget):
         return TilingPlan("whole", height, width, whole_shape, 0, stride, exact_halo_px, whole_bytes, budget_bytes,
-                          held_bytes, image_width, fast_halo_px=fast_halo)
+                          held_bytes, image_width, fast_halo_px=fast_halo, max_read_px=max_read_px)
     if exact_halo_px is None and mode == "exact":
         raise ValueError("exact tiles need a bounded receptive field, and this model has none; use fast or off")
     tiled_mode = "fast" if mode == "fast" or exact_halo_px is None else "exact"
@@ -149,12 +168,25 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
         halo = fast_halo
     else:
         halo = min(fast_halo, exact_halo_px) if tiled_mode == "fast" else exact_halo_px
-    rows, cols = _Axis(height, stride, halo), _Axis(width, stride, halo)
+    # the widest halo the smallest tiles leave room for, within the model's range
+    room = _halo_within(height, width, stride, limit) if max_read_px is not None else halo
+    if room is None or (halo > room and tiled_mode == "exact" and mode == "exact"):
+        assert max_read_px is not None
+        least = MIN_TILE_STRIDES * stride + (2 * halo if room is not None else 0)
+        raise ValueError(f"the model takes at most {_sides(max_read_px)} px a pass, less than its smallest "
+                         f"{'exact ' if room is not None else ''}tile ({least} px a side with its halo)"
+                         + ("; use fast or auto tiles" if room is not None else ""))
+    if halo > room:  # exact tiles would not fit the model's range: fast ones with the halo that does
+        tiled_mode, halo = "fast", room
+    bounded = max_read_px is not None
+    rows, cols = _Axis(height, stride, halo, bounded), _Axis(width, stride, halo, bounded)
 
     def need(row_count: int, col_count: int) -> int:
         return tile_bytes(rows.largest_read(row_count), cols.largest_read(col_count))
 
     def fits(row_count: int, col_count: int) -> bool:
+        if rows.largest_read(row_count) > limit[0] or cols.largest_read(col_count) > limit[1]:
+            return False  # the model cannot run it: not estimated
         return need(row_count, col_count) <= tile_budget
 
     best: tuple[int, int, int, int] | None = None  # (pixels read, tiles, columns, rows): ties go to full-width rows
@@ -178,7 +210,35 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
             f"{format_bytes(held_bytes + smallest)}")
     return TilingPlan(tiled_mode, height, width, (rows.core(row_count), cols.core(col_count)), halo, stride,
                       exact_halo_px, need(row_count, col_count), budget_bytes, held_bytes, image_width,
-                      fast_halo_px=fast_halo)
+                      fast_halo_px=fast_halo, max_read_px=max_read_px)
+
+
+def reads_within(tile_shape: tuple[int, int], halo_px: int, stride: int,
+                 max_read_px: tuple[int, int] | None) -> tuple[tuple[int, int], int]:
+    """(tile core, halo) shrunk, the core first, so that a tile reads at most `max_read_px` (rows, columns; 0: any)
+    with its halo on both sides; unchanged for None."""
+    if max_read_px is None:
+        return tile_shape, halo_px
+    sides = list(tile_shape)
+    for axis, limit in enumerate(max_read_px):
+        if limit and sides[axis] + 2 * halo_px > limit:
+            sides[axis] = max(stride, (limit - 2 * halo_px) // stride * stride)
+            halo_px = min(halo_px, max(0, (limit - sides[axis]) // 2 // stride * stride))
+    return (sides[0], sides[1]), halo_px
+
+
+def _halo_within(height: int, width: int, stride: int, limit: tuple[int, int]) -> int | None:
+    """The widest halo (a multiple of the stride) with which the smallest tiles still read at most `limit` (rows,
+    columns); None when not even tiles with no halo do."""
+    widest = None
+    for halo in range(0, max(limit) // 2 + stride, stride):
+        rows, cols = _Axis(height, stride, halo, True), _Axis(width, stride, halo, True)
+        if rows.largest_read(rows.most) > limit[0] or cols.largest_read(cols.most) > limit[1]:
+            break
+        widest = halo
+        if halo >= max(height, width):  # reads are the whole image from here on
+            break
+    return widest
 
 
 def _fewest_fitting(fitting: int, fits: Callable[[int], bool]) -> int:
@@ -205,11 +265,13 @@ class _Axis:
     pixels: int
     stride: int
     halo: int
+    bounded: bool = False  # the model takes a bounded size: the smallest cores are MIN_TILE_STRIDES strides exactly
 
     @property
     def most(self) -> int:
         """The most cores: each at least MIN_TILE_STRIDES strides (one core when the side is smaller)."""
-        return max(1, self.pixels // (MIN_TILE_STRIDES * self.stride))
+        smallest = MIN_TILE_STRIDES * self.stride
+        return max(1, -(-self.pixels // smallest) if self.bounded else self.pixels // smallest)
 
     def core(self, count: int) -> int:
         return _padded(-(-self.pixels // count), self.stride)

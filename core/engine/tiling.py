@@ -18,7 +18,7 @@ from torch import Tensor
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event
 from ..memory import engine_live_bytes, format_bytes
 from .oom import FaultInjection, is_out_of_memory, next_attempt, release_memory
-from .tile_plan import FAST_HALO_STRIDES, MIN_TILE_STRIDES, Box, TilingPlan, grow_box, split_box
+from .tile_plan import FAST_HALO_STRIDES, MIN_TILE_STRIDES, Box, TilingPlan, grow_box, reads_within, split_box
 
 TileRunner = Callable[[Tensor], Tensor]  # (1, C, h, w) -> logits (1, K, h, w) float, or labels (1, h, w) int
 TileSource = Callable[[Box], Tensor]  # read box -> (1, C, h, w) float32 model input (CPU is fine)
@@ -88,6 +88,9 @@ def run_tiles(
                 mode, halo_px = "exact", plan.exact_halo_px
             elif mode == "whole":  # no bounded receptive field, or multi-scale averaging
                 mode, halo_px = "fast", plan.fast_halo_px or FAST_HALO_STRIDES * plan.stride
+            halo_before = halo_px
+            tile_shape, halo_px = reads_within(tile_shape, halo_px, plan.stride, plan.max_read_px)
+            mode = "fast" if halo_px < halo_before else mode  # the model's size range left no room for the halo
             outcome.notes.append(attempt.message)
             on_event(JobEvent("warning", attempt.message, data={"error": failure, "tile_px": attempt.tile_px,
                                                                 "device": str(device), "halo_px": halo_px}))

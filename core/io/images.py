@@ -199,6 +199,18 @@ def _to_uint16(path: Path, pixels: np.ndarray) -> np.ndarray:
     raise ImageReadError(path, f"unsupported pixel type {pixels.dtype}")
 
 
+ALPHA_IGNORED = "alpha channel ignored: transparent pixels are segmented with their stored colour"
+
+
+def has_transparency(image: ImageData) -> bool:
+    """True for (H, W, 4) pixels with any alpha below opaque: the model sees only RGB, so they are segmented as
+    their stored colour, not as what shows through."""
+    pixels = image.pixels
+    if pixels.ndim != 3 or pixels.shape[2] != 4:
+        return False
+    return bool((pixels[:, :, 3] < np.iinfo(pixels.dtype).max).any())
+
+
 def to_rgb8(image: ImageData) -> np.ndarray:
     """(H, W, 3) uint8 for display and overlays; 16-bit is auto-contrasted (0.5-99.5%)."""
     pixels = image.pixels

@@ -91,8 +91,11 @@ def check_video_file(path: Path) -> str:
         raise VideoReadError(path, "is a folder, not a video")
     if path.stat().st_size == 0:
         raise VideoReadError(path, "file is empty (0 bytes)")
-    with path.open("rb") as handle:
-        head = handle.read(512)
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(512)
+    except OSError as err:  # e.g. no permission to read it
+        raise VideoReadError(path, f"cannot read it ({err.strerror or err})") from None
     for signature, name in _IMAGE_SIGNATURES.items():
         if head.startswith(signature):
             raise VideoReadError(path, f"is a {name} image, not a video; segment images with `leanseg segment`")

@@ -21,6 +21,7 @@ import torch
 
 from ..engine.multiscale import format_scales
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event
+from ..io.images import ALPHA_IGNORED, has_transparency
 from ..predict import Segmentation, Segmenter
 from .batch_image import ReadInput, check_outputs_free, error_record, finish_image, read_input
 from .batch_plan import BatchPlan, BatchSettings, ImageTask, plan_batch, remove_stale_temp_files, require_images
@@ -139,6 +140,7 @@ def _run_batch(settings: BatchSettings, segmenter: Segmenter, cancel: threading.
     def stopping() -> bool:
         return bool((cancel and cancel.is_set()) or (stop_after_current and stop_after_current.is_set()))
 
+    alpha_said = False
     try:
         with BackgroundWriter(depth=settings.prefetch) as writer, \
                 Prefetcher(plan.tasks, _read_checked, depth=settings.prefetch) as reader:
@@ -151,6 +153,10 @@ def _run_batch(settings: BatchSettings, segmenter: Segmenter, cancel: threading.
                     continue
                 on_event(JobEvent("info", f"segmenting {task.key}", index=started, count=todo,
                                   path=str(task.source), data={"stage": "segmenting"}))
+                if not alpha_said and has_transparency(read.image):  # said once, for the first such image
+                    alpha_said = True
+                    on_event(JobEvent("info", f"{task.key}: {ALPHA_IGNORED}", path=str(task.source),
+                                      data={"alpha_ignored": True}))
                 try:
                     result = segmenter.segment(read.image, cancel=cancel, on_event=on_event)
                 except JobCancelled:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..engine.oom import OutOfMemory
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event
-from ..io.images import ImageReadError, read_image, to_rgb8
+from ..io.images import ALPHA_IGNORED, ImageReadError, has_transparency, read_image, to_rgb8
 from ..io.output_names import output_file_name, output_stems
 from ..io.outputs import atomic_write_bytes, overlay, write_png
 from ..memory import format_bytes
@@ -19,6 +19,7 @@ from ..predict import Segmenter
 from .folder_lock import FolderLock
 from .segment_large import is_large_tiff, segment_large_tiff
 from .segment_ledger import SegmentLedger
+from .tile_stats import TileStats
 
 
 @dataclass
@@ -33,6 +34,7 @@ class FileResult:
     width: int = 0
     height: int = 0
     device: str = ""
+    budget_text: str = ""  # 'tensor peak X of the Y budget; ' under a --memory-budget (see TileStats)
 
 
 @dataclass
@@ -139,6 +141,7 @@ def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, wanted:
     summary = JobSummary()
     count = len(paths)
     on_event(JobEvent("start", f"segmenting {count} image(s) on {segmenter.device}", count=count))
+    on_event = _alpha_said_once(on_event)
     for index, (path, stem) in enumerate(zip(paths, output_names(paths))):
         if cancel is not None and cancel.is_set():
             summary.cancelled = True
@@ -158,7 +161,8 @@ def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, wanted:
                 JobEvent(
                     "image",
                     f"{path.name}: {result.width}x{result.height}, {result.device}, {result.seconds:.2f} s, "
-                    f"peak {_peak_text(result)}" + (f", -> {result.outputs[0].name}" if stem != path.stem else ""),
+                    f"{result.budget_text}{_peak_text(result)}"
+                    + (f", -> {result.outputs[0].name}" if stem != path.stem else ""),
                     index=index,
                     count=count,
                     path=str(path),
@@ -171,6 +175,24 @@ def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, wanted:
 
 
 def _segment_one(
+    path: Path,
+    out_dir: Path,
+    stem: str,
+    segmenter: Segmenter,
+    wanted: _Wanted,
+    guard: _OutputGuard,
+    cancel: threading.Event | None,
+    on_event: EventSink,
+) -> FileResult:
+    tiles = TileStats(segmenter)
+    result = _segment_image(path, out_dir, stem, segmenter, wanted, guard, cancel, tiles.watch(on_event))
+    if line := tiles.tiles_line(path.name):
+        on_event(JobEvent("info", line, path=str(path), data={"tiles": tiles.tiles}))
+    result.budget_text = tiles.budget_text()
+    return result
+
+
+def _segment_image(
     path: Path,
     out_dir: Path,
     stem: str,
@@ -203,6 +225,8 @@ def _segment_one(
     image = read_image(path)
     if image.note:  # e.g. rotated as its EXIF orientation says
         on_event(JobEvent("info", f"{path.name}: {image.note}", path=str(path)))
+    if has_transparency(image):
+        on_event(JobEvent("info", f"{path.name}: {ALPHA_IGNORED}", path=str(path), data={"alpha_ignored": True}))
     result = segmenter.segment(image, cancel=cancel, on_event=on_event)
     guard.claim(path, targets)
     outputs = [write_png(labels_path, result.labels)]
@@ -218,7 +242,25 @@ def _segment_one(
 
 
 def _peak_text(result: FileResult) -> str:
-    """'789.7 MB (293.0 MB above the start)': the process peak, and how far it rose from where the image began."""
+    """'process peak 789.7 MB (293.0 MB above the start)': the process's peak (CUDA allocated on a GPU), and how
+    far it rose from where the image began."""
+    label = "process peak" if result.device == "cpu" else "CUDA peak"
     if not result.start_bytes:
-        return format_bytes(result.peak_bytes)
-    return f"{format_bytes(result.peak_bytes)} ({format_bytes(result.peak_bytes - result.start_bytes)} above the start)"
+        return f"{label} {format_bytes(result.peak_bytes)}"
+    rise = format_bytes(result.peak_bytes - result.start_bytes)
+    return f"{label} {format_bytes(result.peak_bytes)} ({rise} above the start)"
+
+
+def _alpha_said_once(on_event: EventSink) -> EventSink:
+    """`on_event`, passing on the note that the alpha channel is ignored for the first image that has one only."""
+    said = False
+
+    def forward(event: JobEvent) -> None:
+        nonlocal said
+        if event.data.get("alpha_ignored"):
+            if said:
+                return
+            said = True
+        on_event(event)
+
+    return forward

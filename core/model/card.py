@@ -24,6 +24,8 @@ from typing import Any
 CARD_VERSION = 1
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+GREY_MEAN = (0.5,)  # a 1-channel graph without a card: the grey image centred ...
+GREY_STD = (0.25,)  # ... and spread over about -2..2
 OUTPUT_KINDS = ("logits", "probabilities")
 CHANNEL_ORDERS = ("RGB", "BGR")
 GOLDEN_RATIO_CONJUGATE = 0.6180339887498949
@@ -100,6 +102,13 @@ class ModelCard:
         card["output"] = output if output.startswith(self.output_kind) else \
             f"{self.output_kind} (1, classes, height, width)"
         return card
+
+
+def default_input(channels: int) -> str:
+    """The input a graph without a card is given, in words: the defaults for its channel count."""
+    if channels == 1:
+        return f"grey input, mean {GREY_MEAN[0]} / std {GREY_STD[0]}"
+    return "ImageNet mean/std, RGB input"
 
 
 def default_palette(count: int) -> tuple[tuple[int, int, int], ...]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch import fx
 
-from .card import ModelCard
+from .card import GREY_MEAN, GREY_STD, ModelCard
 from .checkpoint import CheckpointError, LoadedModel, ModelInfo
 from .graph_model import GraphModel, GraphModelConfig
 
@@ -29,8 +29,9 @@ def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | Non
         raise CheckpointError(f"{where}: the card says {card.channels} input channels, the graph takes {channels}")
     channels = channels or card.channels
     if channels != card.channels:
-        card = replace(card, channels=channels, mean=(0.5,) * channels, std=(0.25,) * channels)
+        card = replace(card, channels=channels, mean=GREY_MEAN * channels, std=GREY_STD * channels)
     _refuse_one_size_export(net, where)
+    _name_the_program(net, path.name if path is not None else "")
     multiple, classes, min_size = _probe_with_card(net, channels, card, where)
     if classes > 255:
         raise CheckpointError(f"{where}: the graph outputs {classes} classes; labels are 8-bit, at most 255")
@@ -38,10 +39,11 @@ def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | Non
         raise CheckpointError(f"{where}: the card {card.source} lists {len(card.classes)} classes, the graph "
                               f"outputs {classes}: give it {classes} names")
     card = replace(card, size_multiple=multiple)
+    max_size = _largest_size(net, multiple)
     config = GraphModelConfig(num_classes=classes, in_channels=channels, size_multiple=multiple, min_size=min_size,
-                              source_format=kind)
-    model = GraphModel(net, size_multiple=multiple, min_size=min_size, bgr=card.channel_order == "BGR",
-                       probabilities=card.output_kind == "probabilities").eval()
+                              max_size=max_size, source_format=kind)
+    model = GraphModel(net, size_multiple=multiple, min_size=min_size, max_size=max_size,
+                       bgr=card.channel_order == "BGR", probabilities=card.output_kind == "probabilities").eval()
     info = ModelInfo(
         config=config,  # type: ignore[arg-type]
         class_names=card.class_names(classes), class_colours=card.class_colours(classes),
@@ -77,6 +79,29 @@ def _refuse_one_size_export(net: fx.GraphModule, where: str) -> None:
                 raise CheckpointError(
                     f"{where}: exported for {heights[0]}x{widths[0]} inputs only: export it again with a dynamic "  # type: ignore[index]
                     "height and width (torch.export's dynamic_shapes; README, 'Exporting a PyTorch model')")
+
+
+def _name_the_program(net: fx.GraphModule, name: str) -> None:
+    """Put the file's name in the graph's size checks, so an image outside the exported range is refused naming it
+    (a bundle's stored graph gets the bundle's name)."""
+    from ..engine.frontends.ir import size_checks
+
+    for node in size_checks(net):
+        node.kwargs = {**node.kwargs, "program": name}
+    net.recompile()
+
+
+def _largest_size(net: fx.GraphModule, multiple: int) -> tuple[int, int]:
+    """The largest (height, width), multiples of `multiple`, the graph holds for (a program exported with a Dim max):
+    what an image, or a tile of it, padded to the multiple may be at most; (0, 0) for no limit."""
+    from ..engine.frontends.ir import captured_size_range
+
+    size_range = captured_size_range(net)
+    if size_range is None:
+        return 0, 0
+    (_, highest_height), (_, highest_width) = size_range
+    return tuple(0 if high >= 2**30 else high // multiple * multiple  # type: ignore[return-value]
+                 for high in (highest_height, highest_width))
 
 
 def _probe_with_card(net: fx.GraphModule, channels: int, card: ModelCard,
@@ -118,10 +143,18 @@ def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tup
         if minimum is not None and classes is not None:
             return searched, classes, minimum
         last_error = error or last_error
-    largest = max(_MINIMUM_STEPS[-1] + 2, 5) * (searched or candidates[-1])
-    tried = f"size multiple {multiple} (from the card)" if multiple else f"size multiples {list(candidates)}"
-    raise CheckpointError(f"{where}: the graph does not run as a segmentation net (1, C, H, W) -> (1, K, H, W) "
-                          f"at {tried}, inputs up to {largest} px a side: {last_error[:200]}")
+    fixed = _fixed_output(net, channels, searched or candidates[0])
+    if fixed is not None:
+        raise CheckpointError(
+            f"{where}: its output is {fixed[0]}x{fixed[1]} whatever the input's size: it was exported for one size; "
+            "export it again with a dynamic height and width (torch.onnx.export's dynamic_axes, torch.export's "
+            "dynamic_shapes; README, 'Exporting a PyTorch model')")
+    largest = max(5 * max(candidates), (_MINIMUM_STEPS[-1] + 2) * searched if searched else 0)
+    tried = (f"multiples of {multiple} px (the card's input.size_multiple)" if multiple
+             else f"multiples of {', '.join(map(str, candidates[:-1]))} or {candidates[-1]} px")
+    raise CheckpointError(f"{where}: the graph does not run as a segmentation net (1, C, H, W) -> (1, K, H, W) on "
+                          f"any input tried (heights and widths that are {tried}, up to {largest} px): "
+                          f"{last_error[:200]}")
 
 
 def _minimum_sides(net: fx.GraphModule, channels: int, m: int) -> tuple[tuple[int, int] | None, int | None, str]:
@@ -161,6 +194,21 @@ def _runs(net: fx.GraphModule, channels: int, sizes: list[tuple[int, int]]) -> t
     (height, width), (classes, out_height, out_width) = changed[0], changed[1]
     return None, (f"a {height}x{width} input gives a {out_height}x{out_width} output ({classes} classes): a "
                   "segmentation net keeps the input's height and width (upsample its logits to the input's size)")
+
+
+def _fixed_output(net: fx.GraphModule, channels: int, m: int) -> tuple[int, int] | None:
+    """(height, width) of the output when inputs of several sizes (multiples of m) all give that one size, unlike
+    their own: a net whose resize to the input's size was exported as a constant; else None."""
+    outputs = set()
+    for height, width in ((3 * m, 5 * m), (5 * m, 3 * m), (4 * m, 4 * m)):
+        try:
+            outputs.add(tuple(_output_shape(net, channels, height, width)[1:]))
+        except (RuntimeError, ValueError, IndexError, TypeError):
+            return None
+    if len(outputs) != 1:
+        return None
+    out_height, out_width = outputs.pop()  # three input sizes, one output size: at most one of them matches it
+    return out_height, out_width
 
 
 def _total_stride(net: fx.GraphModule, channels: int) -> int | None:

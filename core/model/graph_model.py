@@ -21,6 +21,8 @@ class GraphModelConfig:
     size_multiple: int = 32  # height and width are padded to a multiple of this
     # ... and up to this (height, width), where the net needs more than one multiple a side (0: no minimum)
     min_size: tuple[int, int] = (0, 0)
+    # the largest (height, width), after padding, the graph holds for (a program exported with a Dim max; 0: none)
+    max_size: tuple[int, int] = (0, 0)
     source_format: str = "pt2"  # pt2 | onnx: where the graph came from
 
     def __post_init__(self) -> None:
@@ -34,7 +36,7 @@ class GraphModel(nn.Module):
     """(1, C, H, W) -> (1, K, H, W) logits for any H, W: pad to `size_multiple`, run the graph, crop."""
 
     def __init__(self, net: fx.GraphModule, size_multiple: int = 32, *, min_size: tuple[int, int] = (0, 0),
-                 bgr: bool = False, probabilities: bool = False) -> None:
+                 max_size: tuple[int, int] = (0, 0), bgr: bool = False, probabilities: bool = False) -> None:
         super().__init__()
         if size_multiple < 1:
             raise ValueError(f"size_multiple must be >= 1, got {size_multiple}")
@@ -44,6 +46,9 @@ class GraphModel(nn.Module):
         self.net = _leaves_for_any_tracer(net)
         self.size_multiple = size_multiple
         self.min_size = (int(min_size[0]), int(min_size[1]))
+        # The largest (height, width) a pass may take, padding included (0: any): larger images go in tiles of
+        # at most this size (a program exported for a bounded size range refuses more).
+        self.max_size = (int(max_size[0]), int(max_size[1]))
         self.bgr = bgr  # the net expects BGR channel order
         self.probabilities = probabilities  # the net ends in a softmax: return log-probabilities as logits
 

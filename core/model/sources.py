@@ -14,7 +14,7 @@ from pathlib import Path
 
 from torch import fx
 
-from .card import CardError, ModelCard, card_for
+from .card import CardError, ModelCard, card_for, default_input
 from .checkpoint import CheckpointError, LoadedModel, load_checkpoint
 from .graph_card import graph_model_with_card
 from .pt2_file import UnsafeModelFile, is_pt2_archive, load_exported_program
@@ -145,12 +145,26 @@ def describe(loaded: LoadedModel) -> str:
         card = "bundle"
     elif fmt == "leanseg" and not card:
         card = "checkpoint"
-    tail = f", card: {card}" if card and card != "defaults" else (", no card: default names, palette, ImageNet "
-                                                                    "mean/std, RGB" if card else "")
+    assumed = default_input(info.config.in_channels).removesuffix(" input")
+    tail = f", card: {card}" if card and card != "defaults" else (f", no card: default names, palette, {assumed}"
+                                                                    if card else "")
     multiple = getattr(info.config, "size_multiple", 32)
     min_h, min_w = getattr(info.config, "min_size", (0, 0))
     padded = f", padded to at least {min_h or multiple} x {min_w or multiple} px" if min_h or min_w else ""
-    return f"{name} ({fmt}, {info.config.num_classes} classes, size multiple {multiple}{padded}{tail})"
+    max_h, max_w = getattr(info.config, "max_size", (0, 0))
+    bounded = f", at most {max_h or 'any'} x {max_w or 'any'} px a pass (its export's range)" if max_h or max_w else ""
+    return f"{name} ({fmt}, {info.config.num_classes} classes, size multiple {multiple}{padded}{bounded}{tail})"
+
+
+def size_range_note(loaded: LoadedModel) -> str | None:
+    """For a graph exported for a bounded size range, the line to show when it loads (height x width); else None."""
+    max_h, max_w = getattr(loaded.info.config, "max_size", (0, 0))
+    if not (max_h or max_w):
+        return None
+    where = loaded.path or "the model"
+    return (f"{where} takes at most {max_h or 'any'} x {max_w or 'any'} px (height x width) in one pass, the range "
+            "it was exported for (torch.export's Dim max, or a branch on the input size): larger images are cut "
+            "into tiles that fit; to run them whole, export it again with a larger max")
 
 
 def is_zip(path: Path) -> bool:

@@ -1,21 +1,42 @@
 """The batch dialog's results table: one row per image (file, size, seconds, status, message).
 
 Names and figures are sized to their contents, so no file name is cut off; Message, last, takes the rest.
+A failed image's row is red, and stays red (a brighter red) when it is selected.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QTableWidget,
+    QTableWidgetItem,
+    QWidget,
+)
 
 from leanseg.core.jobs.manifest import ImageRecord
 
 COLUMNS = ("File", "Size", "Seconds", "Status", "Message")
 STATUS_COLUMN = COLUMNS.index("Status")
 FAILED_BACKGROUND = QColor(110, 40, 36)  # a failed image's row
+FAILED_SELECTED = QColor(168, 52, 44)  # the same row while selected: red still, brighter than the rest
 FAILED_TEXT = QColor(255, 214, 208)
+FAILED_ROLE = Qt.ItemDataRole.UserRole + 1  # True on the items of a failed image's row
+
+
+class FailedRowDelegate(QStyledItemDelegate):
+    """Draws the selection of a failed row in red instead of the accent colour."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:
+        super().initStyleOption(option, index)
+        if index.data(FAILED_ROLE):
+            option.palette.setColor(QPalette.ColorRole.Highlight, FAILED_SELECTED)
+            option.palette.setColor(QPalette.ColorRole.HighlightedText, QColor("white"))
 
 
 class ResultsTable(QTableWidget):
@@ -28,6 +49,7 @@ class ResultsTable(QTableWidget):
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.verticalHeader().hide()
+        self.setItemDelegate(FailedRowDelegate(self))
         header = self.horizontalHeader()
         for column in range(len(COLUMNS) - 1):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
@@ -54,6 +76,7 @@ class ResultsTable(QTableWidget):
                 item.setBackground(FAILED_BACKGROUND)
                 item.setForeground(FAILED_TEXT)
                 item.setToolTip(record.error)
+                item.setData(FAILED_ROLE, True)
             self.setItem(row, column, item)
         if record.status == "ok" and "labels" in record.outputs:
             paths = (str(in_dir / record.source), str(out_dir / record.outputs["labels"].path))

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from PySide6.QtCore import QObject, Signal, Slot
 
+from leanseg.core.engine.frontends.ir import OutsideCapturedSizes
 from leanseg.core.engine.tile_plan import BudgetTooSmallError
 from leanseg.core.events import JobCancelled, JobEvent
 from leanseg.core.io.images import ImageData, ImageReadError, read_image
@@ -26,6 +27,7 @@ WARM_UP_IMAGE = ImageData(np.zeros((64, 64, 3), np.uint8))  # a small image run 
 
 
 NO_MODEL_MESSAGE = "No model is loaded: open a model file first (File > Open model)."
+IMAGE_UNREADABLE = "Could not open the image"  # how a job that failed reading its file begins its message
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,11 @@ class ModelStatus:
     info: ModelInfo
     device: str
     options: InferenceOptions
+
+
+def kept_note(model_name: str) -> str:
+    """What a refused model's message ends with while the model `model_name` stays loaded."""
+    return f"(still using {model_name})"
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -90,7 +97,7 @@ class InferenceWorker(QObject):
             segmenter = Segmenter(loaded, options)
             segmenter.segment(WARM_UP_IMAGE)  # first-call imports and kernel set-up happen now, not mid-job
         except CheckpointError as err:
-            kept = f" (still using {self._loaded.path.name})" if self._loaded and self._loaded.path else ""
+            kept = f" {kept_note(self._loaded.path.name)}" if self._loaded and self._loaded.path else ""
             self.model_failed.emit(f"Could not open the model: {err}{kept}")
             return
         except (ValueError, RuntimeError) as err:
@@ -110,10 +117,10 @@ class InferenceWorker(QObject):
             try:
                 image = read_image(job.path)  # type: ignore[arg-type]
             except ImageReadError as err:
-                self.job_failed.emit(job.job_id, f"Could not open the image: {err}")
+                self.job_failed.emit(job.job_id, f"{IMAGE_UNREADABLE}: {err}")
                 return
             except OSError as err:
-                self.job_failed.emit(job.job_id, f"Could not open the image {job.path}: {err}")
+                self.job_failed.emit(job.job_id, f"{IMAGE_UNREADABLE} {job.path}: {err}")
                 return
             self.image_ready.emit(job.job_id, image)
         if not job.segment:
@@ -133,7 +140,9 @@ class InferenceWorker(QObject):
         except JobCancelled:
             result = None
         except Exception as err:  # noqa: BLE001 - the worker must survive anything a model throws
-            self.job_failed.emit(job.job_id, self._explain(err, image, segmenter))
+            message = self._explain(err, image, segmenter)
+            sink(JobEvent("error", message))  # the job's end, as 'done' and 'cancelled' mark theirs
+            self.job_failed.emit(job.job_id, message)
             return
         if result is None or job.cancel.is_set():
             sink(JobEvent("cancelled", "cancelled"))
@@ -144,7 +153,7 @@ class InferenceWorker(QObject):
 
     def _explain(self, err: Exception, image: ImageData, segmenter: Segmenter) -> str:
         """A message for the user; after an out-of-memory error, give the cache back first."""
-        if isinstance(err, BudgetTooSmallError):  # says what to do; its class name would add nothing
+        if isinstance(err, (BudgetTooSmallError, OutsideCapturedSizes)):  # say what to do; class names add nothing
             return f"Segmentation failed: {err}"
         if not is_out_of_memory(err):
             return f"Segmentation failed ({type(err).__name__}): {err}"

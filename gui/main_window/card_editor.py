@@ -23,7 +23,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from leanseg.core.model.card import CHANNEL_ORDERS, CardError, ModelCard, card_from_json, card_path_for, write_card
+from leanseg.core.model.card import (
+    CHANNEL_ORDERS,
+    CardError,
+    ModelCard,
+    card_from_json,
+    card_path_for,
+    default_input,
+    write_card,
+)
 from leanseg.core.model.checkpoint import ModelInfo
 
 
@@ -40,6 +48,7 @@ class CardEditor(QDialog):
         self.model_path, self.card = model_path, card
         self.table = QTableWidget(len(names), 2)
         self.table.setHorizontalHeaderLabels(["class name", "colour"])
+        self.table.setVerticalHeaderLabels([str(index) for index in range(len(names))])  # the class indices
         self.table.horizontalHeader().setStretchLastSection(True)
         for row, (name, colour) in enumerate(zip(names, colours)):
             self.table.setItem(row, 0, QTableWidgetItem(name))
@@ -85,7 +94,7 @@ class CardEditor(QDialog):
     def colour_at(self, row: int) -> tuple[int, int, int]:
         parts = [int(v) for v in self._cell(row, 1).replace(",", " ").split()]
         if len(parts) != 3:
-            raise ValueError(f"row {row + 1}: a colour is three numbers r, g, b")
+            raise ValueError(f"class {row}: a colour is three numbers r, g, b")
         return parts[0], parts[1], parts[2]
 
     def _cell(self, row: int, column: int) -> str:
@@ -119,12 +128,14 @@ class CardEditor(QDialog):
         self.accept()
 
 
-def card_notice(path: Path | None, provenance: dict) -> str | None:
+def card_notice(path: Path | None, info: ModelInfo) -> str | None:
     """The banner's rich text for a graph model opened without a card (what was assumed), else None."""
+    provenance = info.provenance
     if path is None or provenance.get("format") not in ("pt2", "onnx") or provenance.get("card") != "defaults":
         return None
     return (f"<b>No card beside {html.escape(path.name)}</b> (looked for {html.escape(card_path_for(path).name)}): "
-            "default class names, a fixed palette, ImageNet mean/std, RGB. Edit the card to name the classes.")
+            f"default class names, a fixed palette, {default_input(info.config.in_channels)}. Edit the card to name "
+            "the classes.")
 
 
 def card_editor_for(parent: QWidget, path: Path | None, info: ModelInfo) -> CardEditor:

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QMainWindow
 from leanseg.core.events import JobEvent
 from leanseg.core.predict import Segmentation
 
-from ..inference.worker import NO_MODEL_MESSAGE
+from ..inference.worker import IMAGE_UNREADABLE, NO_MODEL_MESSAGE
 from ..messages import for_the_app
 from .notes import job_peak_text
 
@@ -22,7 +22,9 @@ class JobResultsMixin(QMainWindow):
         if self.monitor is not None:
             self.monitor.mark_event(event)
         if self.controller.is_current(job_id) and event.kind == "tile" and event.count:
-            self.controls.set_tile_progress((event.index or 0) + 1, event.count)
+            done = (event.index or 0) + 1
+            self.controls.set_tile_progress(done, event.count)
+            self.statusBar().showMessage(f"Segmenting {self._image_name()}: tile {done} of {event.count}…")
 
     def _on_job_finished(self, job_id: int, result: Segmentation) -> None:
         if not self.controller.is_current(job_id) or self.model_status is None:
@@ -54,11 +56,12 @@ class JobResultsMixin(QMainWindow):
             self.job_waits_for_model = True  # the asked-for model failed and the shipped one is loading:
             return  # it segments the image when ready (or the job fails with it)
         message = for_the_app(message)
+        unreadable = message.startswith(IMAGE_UNREADABLE)  # the job failed reading, before any segmenting
         self.controls.show_outcome("failed", complete=False)
         reason = message.removeprefix("Segmentation failed")  # ": why" or " (Error): why"
-        self.controls.show_last_run("Last run failed" + (reason if reason != message else f": {message}"),
-                                    failed=True, tooltip=message)
-        self.show_error("Segmentation failed", message)
+        last_run = message if unreadable else "Last run failed" + (reason if reason != message else f": {message}")
+        self.controls.show_last_run(last_run, failed=True, tooltip=message)
+        self.show_error("Cannot open image" if unreadable else "Segmentation failed", message)
         self.job_ended.emit("failed")
 
     def _on_job_cancelled(self, job_id: int) -> None:

@@ -22,7 +22,7 @@ from leanseg.core.predict import InferenceOptions, Segmentation
 
 from ..inference.controller import InferenceController
 from ..inference.latency import freeze_long_lived_objects
-from ..inference.worker import ModelStatus
+from ..inference.worker import ModelStatus, kept_note
 from ..memory.monitor import start_monitor
 from ..memory.panel import MemoryPanel
 from ..messages import for_the_app, status_line
@@ -39,8 +39,10 @@ from .job_results import JobResultsMixin
 from .menus import build_menus
 from .notes import image_notes
 from .settings import AppSettings
+from .status_text import elide_at_word
 
 MEMORY_SHARE = 0.25  # the most of the window's height the memory dock keeps when the window is made lower
+STATUS_MESSAGE_MARGIN_PX = 16  # what the status bar keeps around a message (its margins, the size grip)
 
 
 def _scrolling(panel: QWidget) -> QScrollArea:
@@ -239,11 +241,19 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         self.error_shown.emit(message)
 
     def show_status_error(self, message: str, timeout_ms: int = 0) -> None:
-        """`message` in the status bar, reason first and files by name; the whole text in its tooltip."""
-        line = status_line(message)
+        """`message` in the status bar, reason first and files by name, cut at a word with "…" where the bar is
+        too narrow; the whole text in its tooltip."""
+        bar = self.statusBar()
+        line = elide_at_word(status_line(message), bar.fontMetrics(), self._status_message_width())
         self._status_error = (line, message)
-        self.statusBar().showMessage(line, timeout_ms)
-        self.statusBar().setToolTip(message)
+        bar.showMessage(line, timeout_ms)
+        bar.setToolTip(message)
+
+    def _status_message_width(self) -> int:
+        """Pixels the status bar has for a message: from its left edge to the first permanent field shown."""
+        bar = self.statusBar()
+        shown = [label.x() for label in self.status_labels.values() if label.isVisible() and label.width() > 0]
+        return min(shown, default=bar.width()) - STATUS_MESSAGE_MARGIN_PX
 
     def _on_status_message(self, line: str) -> None:
         if line != self._status_error[0]:  # the error's line is gone: so is its tooltip
@@ -277,7 +287,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         if new_model and not self._stand_in_loading:
             self.refusal_notice = ""  # a model the user asked for is in use: the refusal is old news
         self._stand_in_loading = False
-        notice = card_notice(status.path, status.info.provenance)
+        notice = card_notice(status.path, status.info)
         if self.refusal_notice:  # the shipped model stands in for one that failed: keep saying so
             self.banner.show_message(self.refusal_notice)
         elif notice:
@@ -317,6 +327,8 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         self._refresh_actions()
         if self.model_requested is None:
             self.statusBar().showMessage(self._with_notes(f"Opened {name}; open a model to segment it"))
+        elif self._busy:  # its job goes on to segment it; tile events add the progress
+            self.statusBar().showMessage(f"Segmenting {name}…")
         self.image_shown.emit(image)
         given = self._given_labels
         if given is not None and given[0] == job_id and self.model_status is not None:
@@ -334,7 +346,9 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin):
         if self.model_status is not None:  # a model is loaded and stays: say why the new one was refused
             self.model_requested = self.model_status.path
             if self.refusal_notice:  # the stand-in stays in use: the banner names the latest refusal
-                self.refusal_notice = notice(f"Still using the shipped model {self.model_status.path.name}.")
+                kept = self.model_status.path.name
+                reason = reason.removesuffix(f" {kept_note(kept)}")  # the banner's last line says it
+                self.refusal_notice = notice(f"Still using the shipped model {kept}.")
                 self.banner.show_message(self.refusal_notice)
             self.show_error("Model", message)
             return

@@ -1,7 +1,8 @@
 """The live memory panel: allocated, reserved and engine-live MB against time, job marks, peak, Empty cache.
 
 Allocated and reserved share the left axis; the engine's live tensors, often a hundredth of that, have their own
-axis on the right. Mark labels are written across, in rows, so marks close in time do not cover each other.
+axis on the right. Mark labels are written across, in rows, so marks close in time do not cover each other; the
+legend sits above the plot, where it covers neither.
 Curves are created once; a GUI-thread QTimer reads the monitor's ring buffer (`snapshot()`) and `setData`s
 them, as in pyqtgraph's scrollingPlots example. The monitor samples on its own thread; this widget only reads.
 """
@@ -26,9 +27,12 @@ CURVES = (  # snapshot key, legend name, colour; engine_live is drawn against th
     ("allocated", "allocated", "#f2a541"),
     ("engine_live", "engine live tensors (right axis)", "#4fc38a"),
 )
-MAJOR_MARKS = ("start", "done", "cancel", "error", "empty", "reset")
+PEAK_COLOUR = "#d9c8a0"  # a pale shade of allocated's: the peak of that curve, not an alarm
+MAJOR_MARKS = ("start", "done", "cancel", "error", "failed", "empty", "reset")
+MARK_TEXT = {"error": "failed"}  # what the plot writes for a mark label, where it differs
 MARK_ROWS = (0.93, 0.78, 0.63, 0.48)  # heights of the mark label rows, as a fraction of the plot's height
 MARK_GAP_PX = 6  # space kept between two labels in one row
+LEGEND_HEIGHT_PX = 18  # height of the legend row above the plot
 PEAK_TIP = (
     "Peak allocated: the most bytes in use by the memory allocator since the panel started or Reset peak "
     "(CPU: the C heap in use, from glibc; GPU: torch.cuda.max_memory_allocated). It leaves out code, libraries "
@@ -63,20 +67,16 @@ class MemoryPanel(QWidget):
             self.plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.disableAutoRange()
-        legend = self.plot.addLegend(offset=(-10, 5), labelTextColor="#c8ccd4", brush=pg.mkBrush(23, 24, 27, 200))
+        self._show_legend()
         self.live_view = self._right_axis_view()
         self.curves: dict[str, pg.PlotDataItem] = {}
         for key, name, colour in CURVES:
             curve = pg.PlotDataItem(name=name, pen=pg.mkPen(colour, width=2))
             curve.setDownsampling(auto=True, method="peak")
             curve.setClipToView(True)
-            if key == "engine_live":
-                self.live_view.addItem(curve)
-                legend.addItem(curve, name)
-            else:
-                self.plot.addItem(curve)
+            (self.live_view if key == "engine_live" else self.plot).addItem(curve)
             self.curves[key] = curve
-        peak_pen = pg.mkPen("#e5534b", width=1, style=Qt.PenStyle.DashLine)
+        peak_pen = pg.mkPen(PEAK_COLOUR, width=1, style=Qt.PenStyle.DashLine)
         self.peak_line = pg.InfiniteLine(angle=0, movable=False, pen=peak_pen)
         self.peak_line.setVisible(False)
         self.plot.addItem(self.peak_line)
@@ -103,6 +103,15 @@ class MemoryPanel(QWidget):
         self.timer.setInterval(refresh_ms)
         self.timer.timeout.connect(self.refresh)
         self.set_monitor(monitor)
+
+    def _show_legend(self) -> None:
+        """The curves' names in their colours in the title row above the plot, clear of data and mark labels."""
+        entries = [(name, colour) for _, name, colour in CURVES] + [("peak allocated", PEAK_COLOUR)]
+        text = "&nbsp;&nbsp;&nbsp;".join(f"<span style='color:{colour}'>&#9473;&#9473;</span> {name}"
+                                         for name, colour in entries)
+        item = self.plot.getPlotItem()
+        item.setTitle(text, color="#c8ccd4", size="8pt")
+        item.layout.setRowFixedHeight(0, LEGEND_HEIGHT_PX)
 
     def _right_axis_view(self) -> pg.ViewBox:
         """A second view sharing the time axis, scaled by the right axis (pyqtgraph's MultiplePlotAxes)."""
@@ -169,6 +178,7 @@ class MemoryPanel(QWidget):
         self._follow(latest)
         shown = slice(int(np.searchsorted(times, self._x_start)), None)  # only what the view shows
         tops = {key: 0.0 for key in self.curves}
+        marks = self.monitor.marks()
         for key, curve in self.curves.items():
             values = snapshot.get(key)
             if values is not None and len(values) == len(times):
@@ -181,7 +191,7 @@ class MemoryPanel(QWidget):
         if live_top != self._live_top:
             self._live_top = live_top
             self.live_view.setYRange(0, live_top, padding=0)
-        self._add_new_marks()
+        self._add_new_marks(marks)
 
     def _follow(self, latest: float) -> None:
         """Keep the newest sample in view, moving the time axis in jumps of a quarter window."""
@@ -206,12 +216,12 @@ class MemoryPanel(QWidget):
             self.peak_line.setPos(peak)
             self.peak_line.setVisible(True)
 
-    def _add_new_marks(self) -> None:
-        assert self.monitor is not None
-        for time, label in self.monitor.marks():
+    def _add_new_marks(self, marks: list[tuple[float, str]]) -> None:
+        for time, mark in marks:
             if time <= self._last_mark_time:
                 continue
             self._last_mark_time = time
+            label = MARK_TEXT.get(mark, mark)
             major = label.split()[0].lower().startswith(MAJOR_MARKS) if label else False
             style = Qt.PenStyle.SolidLine if major else Qt.PenStyle.DotLine
             pen = pg.mkPen("#9aa0aa" if major else "#4a4e57", width=1, style=style)
@@ -259,3 +269,4 @@ def _round_top(current: float, top: float, floor: float = 1e6) -> float:
         return current
     step = 10 ** np.floor(np.log10(max(top, floor)))
     return float(np.ceil(1.25 * max(top, floor) / step) * step)
+

@@ -7,6 +7,7 @@ the GUI thread as ShownFrame objects; the panel draws them and tells the player 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -34,6 +35,8 @@ from .export_actions import ExportActionsMixin, clock_text
 from .player import ShownFrame, VideoPlayback
 
 LEGEND_EVERY_S = 0.25  # while playing, the legend's class shares follow the frames at most 4 times a second
+NEW_MODEL_NOTE = "segmenting with the new model…"  # until a frame it segmented arrives (its name is beside)
+SIDE_WIDTH_PX = 190  # the model name and legend column: fixed, so a long model name never resizes the video
 
 
 class VideoPanel(ExportActionsMixin):
@@ -59,6 +62,7 @@ class VideoPanel(ExportActionsMixin):
         self.colours: tuple[tuple[int, int, int], ...] = ()
         self.class_names: tuple[str, ...] = ()
         self.last_frame: ShownFrame | None = None
+        self._labels_from_serial = 0  # frames of a lower playback model serial carry an earlier model's labels
         self._legend_drawn_at = 0.0  # when the legend's class shares last followed a frame
         self.last_summary: VideoJobSummary | None = None
         self.exporting = False  # from export_to until finished/failed arrives
@@ -91,13 +95,15 @@ class VideoPanel(ExportActionsMixin):
         self.model_label.setObjectName("modelName")
         self.model_label.setWordWrap(True)
         self.legend = ClassLegend()  # the shown frame's class shares; a click hides a class
-        side = QVBoxLayout()
+        side_column = QWidget()
+        side_column.setFixedWidth(SIDE_WIDTH_PX)
+        side = QVBoxLayout(side_column)
+        side.setContentsMargins(0, 0, 0, 0)
         side.addWidget(self.model_label)
         side.addWidget(self.legend, 1)
         picture = QHBoxLayout()
         picture.addWidget(self.viewer, 1)
-        picture.addLayout(side)
-        self.legend.setFixedWidth(190)
+        picture.addWidget(side_column)
         transport = QHBoxLayout()
         transport.addWidget(self.play_button)
         transport.addWidget(self.slider, 1)
@@ -175,11 +181,21 @@ class VideoPanel(ExportActionsMixin):
         self._refresh()
 
     def set_model(self, model_path: Path | None, options: InferenceOptions) -> None:
-        """Use this model (and device/engine options) for live segmentation and export."""
+        """Use this model (and device/engine options) for live segmentation and export.
+
+        The legend shows the new model's classes at once, so the old model's overlay goes with it: the frame
+        stays bare until a frame segmented by the new model arrives."""
+        model_changed = model_path != self.model_path
         self.model_path, self.options = model_path, options
         self._read_classes()
         if self.source is not None:
             self.playback.set_model(model_path, options)
+            if model_changed:
+                self._labels_from_serial = self.playback.model_serial
+                self.viewer.clear_labels()
+                self.legend.set_labels(None)
+                if model_path is not None and self.live_overlay.isChecked():
+                    self.rate_label.setText(NEW_MODEL_NOTE)
         self._refresh()
 
     def play(self) -> None:
@@ -205,6 +221,9 @@ class VideoPanel(ExportActionsMixin):
             else:
                 self.viewer.pixels = shown.rgb
                 self.viewer.image_item.setImage(shown.rgb, autoLevels=False, levels=(0, 255))
+            stale = shown.model_serial < self._labels_from_serial  # labels of the model used before set_model
+            if stale:
+                shown = replace(shown, labels=None)
             if shown.labels is not None and self.colours:
                 self.viewer.set_labels(shown.labels, self.colours, self.class_names)
             else:
@@ -213,6 +232,8 @@ class VideoPanel(ExportActionsMixin):
             if not self.playback.playing or time.monotonic() - self._legend_drawn_at >= LEGEND_EVERY_S:
                 self._show_shares()
             self._show_position(shown)
+            if stale and self.model_path is not None:
+                self.rate_label.setText(NEW_MODEL_NOTE)
         finally:
             self.playback.frame_drawn()
         self.frame_shown.emit(shown)
@@ -269,9 +290,20 @@ class VideoPanel(ExportActionsMixin):
         self.colours = tuple((int(r), int(g), int(b)) for r, g, b in colours)
         self.class_names = tuple(names)
         self.legend.set_classes(self.class_names, self.colours)
-        shown = display_name(self.model_path, described.name)
-        self.model_label.setText(f"Model: {shown} · {len(names)} classes")
-        self.model_label.setToolTip(str(self.model_path))
+        name = display_name(self.model_path, described.name)
+        self.model_label.setText(self._fitted_model_line(name, len(names)))
+        self.model_label.setToolTip(f"{name}\n{self.model_path}")
+
+    def _fitted_model_line(self, name: str, class_count: int) -> str:
+        """'Model: NAME · K classes' on one line where it fits the side column; else the name on a line of its own,
+        cut in the middle where it is still too long, and the classes below it."""
+        self.model_label.ensurePolished()  # measure in the style sheet's (bold) font
+        metrics = self.model_label.fontMetrics()
+        line = f"Model: {name} · {class_count} classes"
+        if metrics.horizontalAdvance(line) <= SIDE_WIDTH_PX - 4:
+            return line
+        room = SIDE_WIDTH_PX - 4 - metrics.horizontalAdvance("Model: ")
+        return f"Model: {metrics.elidedText(name, Qt.TextElideMode.ElideMiddle, room)}\n{class_count} classes"
 
     def _refresh(self) -> None:
         has_video = self.source is not None

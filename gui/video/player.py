@@ -33,13 +33,14 @@ class ShownFrame:
     fps: float  # frames shown per second over the last second of playing (0 when paused)
     skipped: int  # frames skipped to keep up since play was pressed
     infer_seconds: float  # inference time of this frame (0 without labels)
+    model_serial: int = 0  # which set_model call's model made `labels` (VideoPlayback.model_serial)
 
 
 @dataclass
 class _Commands:
     playing: bool = False
     seek_to: int | None = None  # a frame to show next, replacing any earlier request
-    model: tuple[Path | None, InferenceOptions] | None = None  # a model to load next
+    model: tuple[Path | None, InferenceOptions, int] | None = None  # a model to load next, and its serial
     segment: bool = True  # run inference on shown frames
     stop: bool = False
 
@@ -61,6 +62,7 @@ class VideoPlayback(QObject):
         self._commands = _Commands()
         self._wake = threading.Condition()
         self._in_flight = 0
+        self.model_serial = 0  # counts models asked for: a frame whose serial is lower has an old model's labels
 
     # -- GUI thread -------------------------------------------------------------------------------------------
     def open(self, path: Path, model_path: Path | None, options: InferenceOptions) -> VideoInfo:
@@ -68,14 +70,17 @@ class VideoPlayback(QObject):
         seeker = VideoSeeker(path)
         self.close()
         self._seeker, self.info = seeker, seeker.info
-        self._commands = _Commands(seek_to=0, model=(model_path, options))
+        self.model_serial += 1
+        self._commands = _Commands(seek_to=0, model=(model_path, options, self.model_serial))
         self._in_flight = 0
         self._thread = threading.Thread(target=self._run, name=f"video-player:{Path(path).name}", daemon=True)
         self._thread.start()
         return seeker.info
 
     def set_model(self, model_path: Path | None, options: InferenceOptions) -> None:
-        self._command(model=(model_path, options))
+        """Segment with this model from the next frame on; frames made before carry the old `model_serial`."""
+        self.model_serial += 1
+        self._command(model=(model_path, options, self.model_serial))
 
     def set_segmenting(self, on: bool) -> None:
         self._command(segment=on)
@@ -128,6 +133,7 @@ class VideoPlayback(QObject):
         assert seeker is not None and info is not None
         fps = info.fps or 25.0
         segmenter: Segmenter | None = None
+        serial = 0  # the serial of `segmenter`'s model
         shown_at: collections.deque[float] = collections.deque(maxlen=int(fps) + 1)
         last = -1  # index of the frame shown last
         clock: tuple[float, int] | None = None  # (wall time, frame index) that playing is paced from
@@ -144,7 +150,7 @@ class VideoPlayback(QObject):
                 seek_to, commands.seek_to = commands.seek_to, None
                 playing, segment = commands.playing, commands.segment
             if model is not None:
-                segmenter = self._load(*model)
+                segmenter, serial = self._load(*model[:2]), model[2]
                 if seek_to is None and last >= 0 and not playing:
                     seek_to = last  # redraw the paused frame with the new model
             if seek_to is None and not playing:
@@ -182,7 +188,8 @@ class VideoPlayback(QObject):
             rate = (len(shown_at) - 1) / (shown_at[-1] - shown_at[0]) if len(shown_at) > 1 else 0.0
             with self._wake:
                 self._in_flight += 1
-            self.frame_shown.emit(ShownFrame(index, frame.rgb, labels, rate if playing else 0.0, skipped, seconds))
+            self.frame_shown.emit(ShownFrame(index, frame.rgb, labels, rate if playing else 0.0, skipped, seconds,
+                                             serial))
 
     def _load(self, model_path: Path | None, options: InferenceOptions) -> Segmenter | None:
         if model_path is None:

@@ -91,6 +91,8 @@ def test_bad_inputs_are_recorded_and_skipped_the_rest_segmented(tmp_path: Path, 
     assert not (tmp_path / "out" / "manifest.journal.jsonl").exists()
     assert [e.kind for e in events][0] == "start" and events[-1].kind == "done"
     assert sum(e.kind == "error" for e in events) == 3 and sum(e.kind == "image" for e in events) == 4
+    assert [e.message for e in events if e.data.get("alpha_ignored")] == [  # said once, for the transparent one
+        "alpha.png: alpha channel ignored: transparent pixels are segmented with their stored colour"]
 
 
 def test_resume_skips_finished_and_redoes_damaged_or_missing(tmp_path: Path, tiny_checkpoint: Path) -> None:

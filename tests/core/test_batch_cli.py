@@ -36,6 +36,17 @@ def test_a_failed_file_exits_1_and_memory_log_is_written(tmp_path: Path, tiny_ch
     assert (tmp_path / "out" / "good_labels.png").exists()
 
 
+def test_a_batch_where_everything_failed_gives_no_rate_or_peak(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "bad.png").write_text("not a PNG")
+    result = _leanseg(str(inputs), "--out", str(tmp_path / "out"), "--model", str(tiny_checkpoint), "--threads", "1")
+    assert result.returncode == 1, result.stderr
+    assert "1 image(s): 0 segmented now, 0 finished before, 1 failed, 0 left\n" in result.stdout
+    assert "img/s" not in result.stdout and "peak" not in result.stdout
+    assert "failed: " in result.stderr and "the batch goes on" not in result.stderr  # the only image: no rest
+
+
 def test_a_folder_without_images_is_refused_before_the_model_loads(tmp_path: Path) -> None:
     inputs = tmp_path / "in"
     inputs.mkdir()
@@ -88,4 +99,5 @@ def test_resume_with_other_output_options_is_refused_and_says_which(tmp_path: Pa
     assert redone.returncode == 0 and "2 segmented now" in redone.stdout, redone.stderr
     assert (out / "p1_overlay.png").read_bytes() != overlay
     again = _leanseg(str(inputs), "--out", str(out), "--alpha", "0.9", *common)
-    assert again.returncode == 0 and "0 segmented now, 2 finished before" in again.stdout, again.stderr
+    assert again.returncode == 0 and "all 2 already done (resumed); nothing to run" in again.stdout, again.stderr
+    assert "img/s" not in again.stdout and "peak" not in again.stdout

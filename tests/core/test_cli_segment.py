@@ -119,9 +119,32 @@ def test_the_same_file_named_twice_is_segmented_once(
 
 
 def test_nothing_segmented_says_nothing_was_written(tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path) -> None:
+    """One input that fails: no 'the rest go on' (there is no rest), and no time or peak of nothing."""
     bad = tmp_path / "bad.png"
     bad.write_bytes(b"garbage")
-    result = _leanseg("segment", str(bad), "--out", str(tmp_path / "o"), "--model", str(tiny_checkpoint))
+    result = _leanseg("segment", str(bad), "--out", str(tmp_path / "o"), "--model", str(tiny_checkpoint),
+                      "--threads", "1")
     assert result.returncode == 1
-    assert "0 of 1 image(s) segmented" in result.stdout and "nothing written" in result.stdout
-    assert "outputs in" not in result.stdout
+    assert result.stdout.splitlines()[-1] == "0 of 1 image(s) segmented (1 failed); nothing written"
+    assert f"failed: {bad}: not an image" in result.stderr and "the rest go on" not in result.stderr
+
+
+def test_the_rest_go_on_only_when_there_is_a_rest_and_alpha_is_said_once(
+    tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path
+) -> None:
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"garbage")
+    rgba = []
+    for name in ("a.png", "b.png"):
+        pixels = np.full((30, 40, 4), 200, np.uint8)
+        pixels[:10, :, 3] = 0  # a transparent band
+        cv2.imwrite(str(tmp_path / name), pixels)
+        rgba.append(str(tmp_path / name))
+    result = _leanseg("segment", str(bad), *rgba, str(bad.with_name("gone.png")), "--out", str(tmp_path / "o"),
+                      "--model", str(tiny_checkpoint), "--threads", "1", "--mirror", "off")
+    assert result.returncode == 1
+    assert f"failed (the rest go on): {bad}: not an image" in result.stderr
+    assert "failed: " in result.stderr and "gone.png" in result.stderr.splitlines()[-1]  # the last one: no rest
+    assert result.stdout.count("alpha channel ignored") == 1, result.stdout
+    assert "  a.png: alpha channel ignored: transparent pixels are segmented with their stored colour" in result.stdout
+    assert "2 of 4 image(s) segmented in " in result.stdout and "; 2 failed" in result.stdout

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from leanseg.core.cli import main
@@ -94,6 +96,15 @@ def test_without_a_card_the_defaults_apply_and_are_said(models: dict[str, Path],
     assert "note: no card beside" in capsys.readouterr().out
 
 
+def test_a_grey_model_without_a_card_is_said_to_get_grey_input(tmp_path: Path) -> None:
+    """A 1-channel graph gets the grey defaults (mean 0.5, std 0.25), and its description says so, not ImageNet's."""
+    grey = samples.export_onnx(samples.made(in_channels=1), tmp_path / "grey.onnx", channels=1)
+    loaded = load_model(grey)
+    assert loaded.info.config.in_channels == 1 and loaded.info.mean == (0.5,) and loaded.info.std == (0.25,)
+    text = describe(loaded)
+    assert "no card: default names, palette, grey input, mean 0.5 / std 0.25" in text and "ImageNet" not in text
+
+
 def test_a_folder_given_as_the_model_is_named_as_a_folder(image: tuple[Path, np.ndarray], tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     assert segment_cli(image[0], tmp_path, tmp_path / "out") == 2
@@ -167,6 +178,24 @@ class HalfSize(nn.Module):
         return self.conv(x)
 
 
+class Flat(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(10, 3)
+
+    def forward(self, x: Tensor) -> Tensor:  # (1, 10) -> (1, 3): no image in or out
+        return self.linear(x)
+
+
+class ResizedToInput(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, stride=2, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:  # upsampled to the input's size: a constant in an export of one size
+        return F.interpolate(self.conv(x), size=x.shape[-2:], mode="bilinear")
+
+
 class Classifier(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -209,6 +238,16 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
     if kind == "one_size_pt2":  # torch.export without dynamic_shapes: the program holds for 64 x 96 only
         torch.export.save(torch.export.export(samples.made(), (torch.rand(1, 3, 64, 96),)), str(folder / "one.pt2"))
         return folder / "one.pt2", "exported for 64x96 inputs only: export it again with a dynamic height and width"
+    if kind == "flat_pt2":  # the .onnx of such a net is refused by its input's shape: the .pt2 the same way
+        torch.export.save(torch.export.export(Flat().eval(), (torch.rand(1, 10),)), str(folder / "flat.pt2"))
+        return folder / "flat.pt2", "input 'x' has shape [1, 10]; leanseg needs (N, C, H, W)"
+    if kind == "one_size_onnx":  # no dynamic_axes: the resize to the input's size became a constant 64 x 96
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(ResizedToInput().eval(), (torch.rand(1, 3, 64, 96),), str(folder / "fixed.onnx"),
+                              opset_version=17, dynamo=False)
+        return folder / "fixed.onnx", ("its output is 64x96 whatever the input's size: it was exported for one "
+                                       "size; export it again with a dynamic height and width")
     if kind == "five_d_onnx":
         return onnx_of(FiveD(), folder / "five.onnx", (torch.rand(1, 3, 2, 32, 32),), ["image"]), "shape"
     if kind == "not_1khw_onnx":
@@ -246,8 +285,9 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
 
 
 BAD_KINDS = ["truncated_pt2", "truncated_onnx", "truncated_leanseg", "truncated_safetensors", "two_inputs_onnx",
-             "two_inputs_pt2", "one_size_pt2", "five_d_onnx", "not_1khw_onnx", "half_size_onnx", "torch_save",
-             "k256_onnx", "card_classes", "card_channels", "card_multiple", "card_multiple_onnx", "card_as_model"]
+             "two_inputs_pt2", "one_size_pt2", "flat_pt2", "one_size_onnx", "five_d_onnx", "not_1khw_onnx",
+             "half_size_onnx", "torch_save", "k256_onnx", "card_classes", "card_channels", "card_multiple",
+             "card_multiple_onnx", "card_as_model"]
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS)
@@ -337,7 +377,7 @@ def test_an_installed_model_is_found_by_its_name(models: dict[str, Path], image:
         assert segment_cli(image[0], Path(name), tmp_path / name) == 0
         assert (tmp_path / name / "street_labels.png").is_file()
     # the card's name, the file it was found as, and its class count
-    assert f"model tiny ({installed / 'streets.leanseg'}) (5 classes) on cpu" in capsys.readouterr().out
+    assert f"model tiny ({installed / 'streets.leanseg'}; 5 classes) on cpu" in capsys.readouterr().out
     assert segment_cli(image[0], Path("roads"), tmp_path / "none") == 2
     assert "roads: no such file, nor an installed model of that name (`leanseg models`" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()

@@ -1,12 +1,16 @@
 """`leanseg video` end to end in a real subprocess."""
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from .video_samples import HEIGHT, WIDTH, count_frames, truncate, write_video
 
@@ -82,3 +86,58 @@ def test_sigint_stops_after_the_current_frame_even_when_started_with_sigint_igno
 def test_every_below_one_names_the_option(tmp_path: Path) -> None:
     result = _leanseg("video", str(tmp_path / "in.mp4"), "--out", str(tmp_path / "o.mp4"), "--every", "0")
     assert result.returncode == 2 and "argument --every: must be at least 1, got 0" in result.stderr
+
+
+def _make_unwritable(folder: Path) -> Callable[[], None]:
+    """Make `folder` refuse new files, even to root (immutable flag), or skip; returns the undo."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        return lambda: folder.chmod(0o755)
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("running as root without chattr +i: cannot make a folder unwritable")
+    return lambda: subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def test_a_missing_input_is_refused_before_the_model_loads(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    missing = tmp_path / "missing.mp4"
+    result = _leanseg("video", str(missing), "--out", str(tmp_path / "o.mp4"), "--model", str(tiny_checkpoint),
+                      "--threads", "1")
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"leanseg: error: {missing}: no such file"
+    assert "model" not in result.stdout  # the model line would come first had it loaded
+    assert not (tmp_path / "o.mp4").exists() and not (tmp_path / "o.csv").exists()
+
+
+@pytest.mark.parametrize("where", ["--out", "--labels-dir"])
+def test_an_unwritable_output_folder_is_named_before_the_model_loads(tmp_path: Path, tiny_checkpoint: Path,
+                                                                    where: str) -> None:
+    """The folder the user gave, not the hidden record of what video wrote there, and before any model line."""
+    source = write_video(tmp_path / "in.mp4", frames=2)
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    outputs = (["--out", str(read_only / "v.mp4")] if where == "--out"
+               else ["--out", str(tmp_path / "v.mp4"), "--labels-dir", str(read_only / "labels")])
+    undo = _make_unwritable(read_only)
+    try:
+        result = _leanseg("video", str(source), *outputs, "--model", str(tiny_checkpoint), "--threads", "1")
+    finally:
+        undo()
+    assert result.returncode == 2, result.stderr
+    named = read_only if where == "--out" else read_only / "labels"
+    assert result.stderr.startswith(f"leanseg: error: {named}: cannot write the output folder ("), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and ".leanseg-video" not in result.stderr
+    assert "model" not in result.stdout
+    assert list(read_only.iterdir()) == [] and not (tmp_path / "v.mp4").exists()
+
+
+def test_a_write_that_fails_later_names_the_folder_not_the_ledger(tmp_path: Path) -> None:
+    from leanseg.core.commands.video import _cannot_write
+    from leanseg.core.jobs.video_guard import LEDGER_NAME, VideoOutputGuard
+
+    guard = VideoOutputGuard(tmp_path / "in.mp4", [(Path("imm") / "v.mp4", "the output video (--out)")], None,
+                             "in", overwrite=False)
+    ledger = PermissionError(1, "Operation not permitted", str((Path("imm") / LEDGER_NAME).resolve()))
+    assert _cannot_write(ledger, guard, Path("imm/v.mp4")) == "imm: cannot write the output folder " \
+                                                               "(Operation not permitted)"
+    video = PermissionError(13, "Permission denied", "imm/v.mp4")
+    assert _cannot_write(video, guard, Path("imm/v.mp4")) == "imm/v.mp4: cannot write it (Permission denied)"

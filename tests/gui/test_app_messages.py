@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import cv2
 import numpy as np
@@ -10,6 +11,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from leanseg.core.assets import DEFAULT_MODEL_NAME
 from leanseg.gui.main_window.settings import AppSettings
 from leanseg.gui.main_window.window import MainWindow
+from leanseg.gui.messages import status_line
 from leanseg.gui.viewer.view import MIN_SHOWN_PX, SegmentationViewer
 
 from .conftest import JOB_TIMEOUT_MS, write_image
@@ -114,7 +116,9 @@ def test_the_refusal_stays_up_while_the_shipped_model_stands_in(qtbot, settings_
     # of options (which reloads the stand-in)
     with qtbot.waitSignal(window.error_shown, timeout=JOB_TIMEOUT_MS):
         window.open_model(bad)
-    assert window.banner.isVisible() and "Still using the shipped model" in window.banner.text.text()
+    text = window.banner.text.text()
+    assert window.banner.isVisible() and "Still using the shipped model" in text
+    assert text.count(DEFAULT_MODEL_NAME) == 1 and "still using" not in text  # said once
     with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
         window.controls.engine.setCurrentIndex(1 - window.controls.engine.currentIndex())
     assert window.banner.isVisible() and str(bad) in window.banner.text.text()
@@ -135,3 +139,50 @@ def test_an_image_waiting_for_a_stand_in_that_fails_too_ends_failed(qtbot, setti
         window.open_image(write_image(tmp_path / "street.png", 32, 48))
     assert ended.args == ["failed"]
     assert window.model_status is None and "Open a model file" in window.banner.text.text()
+
+
+def test_a_long_error_is_cut_at_a_word_with_an_ellipsis_and_whole_in_the_tooltip(qtbot, make_window):
+    window = make_window()
+    for key, text in (("device", "cpu"), ("model", "camvid_mobileunet.safetensors · 11 classes"),
+                      ("size", "480 × 360 · 8-bit"), ("time", "0.33 s")):
+        window.status_labels[key].setText(text)  # the permanent fields a loaded image has beside the message
+    qtbot.wait(50)  # let the status bar lay them out
+    message = ("/tmp/m/bad.pt: a torch.save file (a state dict or a pickled module): it holds weights, not the "
+               "network; export the network with torch.export.save or torch.onnx.export and open that file "
+               "(see the README's section on bringing your own model for a worked example with a small UNet)")
+    window.show_status_error(message)
+    bar = window.statusBar()
+    line = bar.currentMessage()
+    whole = status_line(message)
+    assert bar.fontMetrics().horizontalAdvance(whole) > bar.width()  # the test's premise: it cannot fit
+    assert line.endswith("…") and line != whole
+    kept = line.removesuffix("…")
+    assert whole.startswith(kept) and whole[len(kept)] == " "  # cut between two words, not inside one
+    fields_left = min(label.x() for label in window.status_labels.values() if label.isVisible())
+    assert bar.fontMetrics().horizontalAdvance(line) <= fields_left  # it fits left of the permanent fields
+    assert bar.toolTip() == message
+
+
+def test_a_short_error_is_shown_whole(qtbot, make_window):
+    window = make_window()
+    window.show_status_error("/tmp/x.png: not an image")
+    assert window.statusBar().currentMessage() == "Not an image · x.png"
+
+
+def test_the_status_bar_says_segmenting_with_progress_once_the_image_is_open(qtbot, make_window,
+                                                                              gui_tiny_checkpoint, tmp_path):
+    window = make_window(gui_tiny_checkpoint)
+    tiled = replace(window.controls.options(), engine="eager", tiling="fast", memory_budget=26_000_000,
+                    mirror="off")  # several tiles
+    window.controls.set_options(tiled)
+    with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
+        window.controller.configure(None, tiled)
+    messages: list[str] = []
+    window.statusBar().messageChanged.connect(messages.append)
+    with qtbot.waitSignal(window.job_ended, timeout=JOB_TIMEOUT_MS):
+        window.open_image(write_image(tmp_path / "big.png", 512, 512))
+    assert messages[0] == "Opening big.png…"
+    assert messages[1] == "Segmenting big.png…"  # once the image is open: no longer "Opening"
+    tiles = [message for message in messages if message.startswith("Segmenting big.png: tile ")]
+    assert tiles[0] == f"Segmenting big.png: tile 1 of {tiles[0].split(' of ')[1]}" and len(tiles) >= 2
+    assert messages[-1].startswith("big.png: segmented in ")

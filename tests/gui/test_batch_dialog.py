@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtGui import QColor, QDesktopServices
 from PySide6.QtWidgets import QHeaderView
 
 from leanseg.core.predict import InferenceOptions
@@ -246,6 +246,16 @@ def test_the_model_line_names_the_averaging_the_batch_runs_with(qtbot, gui_tiny_
     assert dialog.options.scales == (0.75, 1.0, 1.25)  # what the batch runs with
 
 
+def _cell_colour(table, row: int, column: int) -> QColor:  # type: ignore[no-untyped-def]
+    """The colour painted in the middle of an empty cell."""
+    image = table.viewport().grab().toImage()
+    return image.pixelColor(table.visualRect(table.model().index(row, column)).center())
+
+
+def _is_red(colour: QColor) -> bool:
+    return colour.red() > colour.green() + 50 and colour.red() > colour.blue() + 50
+
+
 def test_failed_rows_are_marked_and_next_failed_finds_them(qtbot, gui_tiny_checkpoint, image_folder) -> None:
     for name in ("a_broken.jpg", "z_broken.png"):
         (image_folder / name).write_text("not an image")
@@ -261,6 +271,11 @@ def test_failed_rows_are_marked_and_next_failed_finds_them(qtbot, gui_tiny_check
         assert table.item(row, 3).background().color() != table.item(ok_row, 3).background().color()
         assert str(image_folder) in table.item(row, 4).toolTip()
     assert table.currentRow() == failed[0]  # the first failure is selected and in view when the run ends
+    assert _is_red(_cell_colour(table, failed[0], COLUMNS.index("Seconds")))  # red when selected too, not blue
+    assert _is_red(_cell_colour(table, failed[1], COLUMNS.index("Seconds")))
+    table.selectRow(ok_row)
+    assert not _is_red(_cell_colour(table, ok_row, COLUMNS.index("Seconds")))  # selection colour of an ok row
+    table.selectRow(failed[0])
     assert dialog.next_failed_button.isEnabled() and dialog.next_failed_button.text() == "Next failed (2)"
     qtbot.mouseClick(dialog.next_failed_button, Qt.MouseButton.LeftButton)
     assert table.currentRow() == failed[1]

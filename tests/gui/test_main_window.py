@@ -98,6 +98,8 @@ def test_a_bad_image_gives_a_message_and_the_app_goes_on(qtbot, make_window, gui
         window.open_image(bad)
     assert "broken.png" in blocker.args[0] and "truncated PNG" in blocker.args[0]
     assert window.error_box is not None and window.error_box.isVisible()
+    assert window.error_box.windowTitle() == "Cannot open image"  # reading failed: nothing was segmented
+    assert window.controls.last_result.text().startswith("Could not open the image")
     assert not window.controls.cancel.isEnabled()
     window.error_box.close()
     with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
@@ -205,6 +207,7 @@ def test_out_of_memory_is_reported_with_its_recovery_and_the_app_goes_on(qtbot, 
     with qtbot.waitSignal(window.error_shown, timeout=JOB_TIMEOUT_MS) as blocker:
         window.open_image(small_image)
     assert blocker.args[0].startswith("Out of memory on cpu while segmenting a 96x72 image. Recovered")
+    assert window.error_box.windowTitle() == "Segmentation failed"
     assert "memory budget" in blocker.args[0]
     assert not window.controls.cancel.isEnabled()
     monkeypatch.setattr(Segmenter, "segment", real_segment)

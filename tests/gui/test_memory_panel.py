@@ -1,14 +1,19 @@
-"""The memory panel against the real MemoryMonitor: curves grow, Empty cache, Reset peak, job marks."""
+"""The memory panel against the real MemoryMonitor: curves grow, Empty cache, Reset peak, job marks (a failed job's
+too), and the engine's live tensors back at 0 after a cancelled job."""
 from __future__ import annotations
+
+import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
 from leanseg.core.memory import MemoryMonitor, format_bytes
+from leanseg.core.predict import Segmenter
 from leanseg.gui.memory.panel import MemoryPanel
 
-from .conftest import JOB_TIMEOUT_MS
+from .conftest import JOB_TIMEOUT_MS, write_image
 
 
 def _labels_on_plot(panel: MemoryPanel) -> set[str]:
@@ -130,3 +135,44 @@ def test_the_two_peaks_say_what_they_count(qtbot, make_window, gui_tiny_checkpoi
     assert "resident" in job_peak.toolTip() and "peak allocated" in job_peak.toolTip()
     assert "allocator" in window.memory_panel.peak_label.toolTip()
     assert "RSS" in window.memory_panel.peak_label.toolTip()
+
+
+def test_a_failed_job_is_marked_failed(qtbot, make_window, gui_tiny_checkpoint, small_image, monkeypatch):
+    window = make_window(gui_tiny_checkpoint)
+
+    def fails(self, image, **kwargs):  # the model throws
+        raise RuntimeError("shape mismatch in layer 3")
+
+    monkeypatch.setattr(Segmenter, "segment", fails)
+    with qtbot.waitSignal(window.job_ended, timeout=JOB_TIMEOUT_MS) as ended:
+        window.open_image(small_image)
+    assert ended.args == ["failed"]
+    labels = [label for _, label in window.monitor.marks()]
+    assert labels[-2:] == ["start", "error"]
+    qtbot.waitUntil(lambda: {"start", "failed"} <= _labels_on_plot(window.memory_panel), timeout=5_000)
+
+
+def test_a_cancelled_lean_job_leaves_no_live_tensors_on_the_chart(qtbot, make_window, gui_tiny_checkpoint, tmp_path):
+    """Cancel stops the lean engine after a step (core's plan_runner): the engine's gauge goes back to 0."""
+    window = make_window(gui_tiny_checkpoint)
+    tiled = replace(window.controls.options(), engine="lean", tiling="fast", memory_budget=26_000_000,
+                    mirror="off")
+    window.controls.set_options(tiled)
+    with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
+        window.controller.configure(None, tiled)
+    cancel_pressed = threading.Event()
+
+    def hold_at_first_tile(job_id: int, event) -> None:  # type: ignore[no-untyped-def]
+        if event.kind == "tile" and event.index == 0:  # the worker waits here until Cancel was pressed
+            cancel_pressed.wait(timeout=JOB_TIMEOUT_MS / 1000)
+
+    window.controller.worker.job_event.connect(hold_at_first_tile, Qt.ConnectionType.DirectConnection)
+    window.open_image(write_image(tmp_path / "big.png", 512, 512))
+    qtbot.waitUntil(lambda: window.controls.progress.format().startswith("tile 1 of "), timeout=JOB_TIMEOUT_MS)
+    with qtbot.waitSignal(window.job_ended, timeout=JOB_TIMEOUT_MS) as ended:
+        window.cancel_job()
+        cancel_pressed.set()  # the next tile stops after its first step, which published its live bytes
+    assert ended.args == ["cancelled"]
+    panel = window.memory_panel
+    qtbot.waitUntil(lambda: "cancelled" in _labels_on_plot(panel), timeout=5_000)
+    qtbot.waitUntil(lambda: panel.curves["engine_live"].yData[-1] == 0, timeout=5_000)

@@ -77,6 +77,9 @@ def test_without_a_card_the_banner_says_what_was_assumed_and_the_editor_saves_on
     assert window.model_status.info.class_names[0] == "class 0"
     editor = window.edit_card()
     assert editor is not None and editor.table.rowCount() == 5
+    rows = range(editor.table.rowCount())  # numbered as the classes are, from 0
+    assert [editor.table.verticalHeaderItem(row).text() for row in rows] == ["0", "1", "2", "3", "4"]
+    assert [editor.table.item(row, 0).text() for row in rows] == [f"class {row}" for row in rows]
     editor.set_name(0, "sky")
     editor.set_colour(0, (10, 20, 30))
     editor.mean.setText("0.3, 0.4, 0.5")
@@ -99,6 +102,10 @@ def test_the_card_editor_refuses_a_bad_value_in_the_dialog(qtbot, make_window, o
     editor.save()
     assert "Not saved" in editor.problem.text() and "std" in editor.problem.text()
     assert not (tmp_path / "bare.json").exists() and editor.isVisible()
+    editor.std.setText("0.2, 0.2, 0.3")
+    editor.table.item(2, 1).setText("12, 40")
+    editor.save()  # the bad colour is named by its class index, as the table numbers it
+    assert editor.problem.text() == "Not saved: class 2: a colour is three numbers r, g, b"
 
 
 @pytest.mark.parametrize("kind", ["truncated", "card_contradicts"])

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from leanseg.core.engine.multiscale import SUGGESTED_SCALES
 from leanseg.core.predict import InferenceOptions
-from leanseg.gui.video.panel import VideoPanel
+from leanseg.gui.video.panel import NEW_MODEL_NOTE, VideoPanel
 from leanseg.gui.video.player import ShownFrame
 from leanseg.gui.video.window import video_options
 
@@ -39,7 +39,7 @@ def test_play_seek_and_cancelled_export_of_the_sample(qtbot, panel: VideoPanel, 
     assert panel.viewer.labels is not None and panel.viewer.overlay_shown
     assert panel.slider.maximum() == 100 and "480x360, 101 frames at 15.00 fps" in panel.info_label.text()
     # which model segments, and its classes with the shown frame's share of each
-    assert panel.model_label.text() == "Model: tiny.safetensors · 4 classes"
+    assert panel.model_label.text().replace("\n", " · ") == "Model: tiny.safetensors · 4 classes"  # 1 or 2 lines
     shares = [panel.legend.item(i).text() for i in range(panel.legend.count())]
     assert len(shares) == 4 and all("%" in text for text in shares), shares
 
@@ -245,3 +245,35 @@ def test_main_window_opens_a_dropped_video_in_the_panel(qtbot, make_window, gui_
 def test_video_runs_without_mirror_or_multiscale_averaging() -> None:
     options = InferenceOptions(device="cpu", mirror="flip", scales=SUGGESTED_SCALES)  # the main window's choices
     assert video_options(options) == replace(options, mirror="off", scales=(1.0,))
+
+
+def test_a_new_model_takes_the_old_overlay_with_it_and_a_long_name_keeps_the_width(
+        qtbot, panel: VideoPanel, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from leanseg.core.model import MobileUNet
+    from leanseg.core.model.checkpoint import default_info, save_checkpoint
+
+    from .conftest import TINY
+
+    three = replace(TINY, num_classes=3)
+    other = save_checkpoint(tmp_path / f"{'a_model_with_a_very_long_file_name_' * 3}3.safetensors",
+                            MobileUNet(three).eval(), default_info(three))
+    with qtbot.waitSignal(panel.frame_shown, timeout=VIDEO_TIMEOUT_MS):
+        assert panel.open_video(SAMPLE)
+    old = panel.last_frame
+    assert panel.viewer.labels is not None and panel.legend.count() == 4
+    video_width = panel.viewer.width()
+    with qtbot.waitSignal(panel.frame_shown, timeout=VIDEO_TIMEOUT_MS,
+                          check_params_cb=lambda shown: shown.labels is not None) as redrawn:
+        panel.set_model(other, panel.options)
+        # the legend has the new classes at once: the old model's overlay must not stand under it
+        assert panel.legend.count() == 3 and panel.viewer.labels is None
+        assert panel.rate_label.text() == NEW_MODEL_NOTE
+        qtbot.wait(50)
+        assert panel.viewer.width() == video_width  # the long name is cut, not widening its column
+        panel._on_frame(old)  # a frame the old model segmented, still on its way: drawn bare
+        panel.playback.frame_drawn()  # (balance the count of frames in flight the call above took)
+        assert panel.viewer.labels is None
+    assert redrawn.args[0].model_serial == panel.playback.model_serial
+    assert panel.viewer.labels is redrawn.args[0].labels and int(panel.viewer.labels.max()) < 3
+    label = panel.model_label
+    assert "…" in label.text() and label.text().endswith("\n3 classes") and other.name in label.toolTip()

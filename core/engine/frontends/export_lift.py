@@ -18,10 +18,13 @@ from .export_rules import RULES
 aten = torch.ops.aten
 
 
-def lift_exported_program(program: torch.export.ExportedProgram) -> fx.GraphModule:
-    """The engine IR of an ExportedProgram (eval mode, one image in, one logits tensor out)."""
+def lift_exported_program(program: torch.export.ExportedProgram, source: str | None = "") -> fx.GraphModule:
+    """The engine IR of an ExportedProgram (eval mode, one image in, one logits tensor out).
+
+    `source`: the file the program came from, named in a size check's error ("": unnamed); None for leanseg's
+    own capture of a module, whose size range can only come from a branch on the size."""
     program = program.run_decompositions({}) if _has_training_ops(program) else program
-    graph_module = Lifter(program, RULES).run()
+    graph_module = Lifter(program, RULES, source).run()
     lift_channel_layer_norms(graph_module)
     return graph_module
 

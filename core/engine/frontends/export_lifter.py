@@ -37,8 +37,9 @@ def is_empty(value: Any) -> bool:
 
 
 class Lifter:
-    def __init__(self, program: torch.export.ExportedProgram, rules: dict[Any, Lift]) -> None:
+    def __init__(self, program: torch.export.ExportedProgram, rules: dict[Any, Lift], source: str | None = "") -> None:
         self.program = program
+        self.source = source  # check_size's `program`: the file's name ("" unnamed), None for leanseg's own capture
         self.rules = rules  # aten op -> how it is lifted (export_rules.RULES); others stay aten calls
         self.root = nn.Module()
         self.graph = fx.Graph()
@@ -122,8 +123,12 @@ class Lifter:
         """The image placeholder; where the program holds only for some sizes, a check_size node after it."""
         x = self.graph.placeholder("x")
         value = node.meta.get("val")
-        if value is None or value.dim() != 4:
+        if value is None:
             return x
+        if value.dim() != 4 or not isinstance(value.shape[1], int):
+            shown = [d if isinstance(d, int) else str(d) for d in value.shape]
+            raise FrontendError(f"input {node.name!r} has shape {shown}; leanseg needs (N, C, H, W) with a fixed "
+                                "channel count C")
         ranges, multiples = [], []
         for extent in value.shape[2:]:
             if isinstance(extent, int):
@@ -137,9 +142,8 @@ class Lifter:
             multiples.append(_multiple(extent.node.expr))  # exported as 32 * Dim: holds for multiples of 32 only
         if all(low <= 2 and high >= 2**30 for low, high in ranges) and multiples == [1, 1]:  # export's 0/1 rule
             return x  # puts the floor at 2
-        if multiples == [1, 1]:
-            return self.graph.call_function(check_size, (x, ranges[0], ranges[1]))
-        return self.graph.call_function(check_size, (x, ranges[0], ranges[1], tuple(multiples)))
+        named = {} if self.source is None else {"program": self.source}
+        return self.graph.call_function(check_size, (x, ranges[0], ranges[1], tuple(multiples)), named)
 
     def lift(self, node: fx.Node) -> Any:
         target = node.target

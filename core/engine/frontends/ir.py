@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -29,23 +29,60 @@ def dim_size(x: Tensor, axis: int) -> int:
 
 
 class OutsideCapturedSizes(ValueError):
-    """An input size the captured graph does not hold for; the plan then runs the model eagerly."""
+    """An input size the captured graph does not hold for; the plan then runs the model eagerly, when it has the
+    eager model (a graph from a file has none)."""
 
 
 @torch.fx.wrap
 def check_size(x: Tensor, heights: tuple[int, int], widths: tuple[int, int],
-               multiples: tuple[int, int] = (1, 1)) -> Tensor:
-    """x, when its height and width lie in the ranges the captured graph holds for (a capture that
-    followed a branch on the size is valid only there) and divide by `multiples` (a program exported for
-    sizes 32 * n); else a ValueError that says so."""
+               multiples: tuple[int, int] = (1, 1), program: str | None = None) -> Tensor:
+    """x, when its height and width lie in the ranges the graph holds for and divide by `multiples` (a program
+    exported for sizes 32 * n); else OutsideCapturedSizes, which says why the range is what it is.
+
+    `program`: None for leanseg's own capture of a module (torch.export with any size, so the range is where a
+    branch on the size holds); else an exported program, named so ("": unnamed), whose range torch.export
+    recorded (its Dim min/max, or a branch it followed: the program does not say which)."""
     height, width = int(x.shape[2]), int(x.shape[3])
-    if not (heights[0] <= height <= heights[1] and widths[0] <= width <= widths[1]):
+    inside = heights[0] <= height <= heights[1] and widths[0] <= width <= widths[1]
+    if not inside and program is None:
         raise OutsideCapturedSizes(f"the captured graph holds for heights {heights[0]}..{heights[1]} and widths "
-                         f"{widths[0]}..{widths[1]}, not {height}x{width} (the model branches on its input size)")
+                                   f"{widths[0]}..{widths[1]}, not {height}x{width} (the model branches on its "
+                                   "input size)")
+    if not inside:
+        larger = height > heights[1] or width > widths[1]
+        raise OutsideCapturedSizes(
+            f"{program or 'the program'} was exported for heights {heights[0]}..{heights[1]} and widths "
+            f"{widths[0]}..{widths[1]} px, not {height}x{width} (the range torch.export recorded: the Dim min/max "
+            f"given for the height and width, or a branch on the input size); to run "
+            f"{'larger' if larger else 'smaller'} images, export it again with a "
+            f"{'larger max' if larger else 'smaller min'}")
     if height % multiples[0] or width % multiples[1]:
-        raise OutsideCapturedSizes(f"the captured graph holds for heights that divide by {multiples[0]} and widths "
+        held = "the captured graph holds" if program is None else f"{program or 'the program'} was exported"
+        raise OutsideCapturedSizes(f"{held} for heights that divide by {multiples[0]} and widths "
                                    f"that divide by {multiples[1]}, not {height}x{width}")
     return x
+
+
+def size_checks(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The graph's check_size nodes (a graph from a program exported, or captured, for some sizes only)."""
+    return [node for node in graph_module.graph.nodes if node.op == "call_function" and node.target is check_size]
+
+
+def checked_sizes(node: torch.fx.Node) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+    """(heights, widths, multiples) a check_size node holds for: (low, high) ranges and (height, width) multiples."""
+    heights, widths = cast(tuple[int, int], node.args[1]), cast(tuple[int, int], node.args[2])
+    multiples = cast(tuple[int, int], node.args[3]) if len(node.args) > 3 else (1, 1)
+    return heights, widths, multiples
+
+
+def captured_size_range(graph_module: torch.fx.GraphModule) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """((lowest height, highest height), (lowest width, highest width)) the graph holds for, where it checks its
+    input's size; None where it holds for any size."""
+    checks = [checked_sizes(node) for node in size_checks(graph_module)]
+    if not checks:
+        return None
+    return ((max(heights[0] for heights, _, _ in checks), min(heights[1] for heights, _, _ in checks)),
+            (max(widths[0] for _, widths, _ in checks), min(widths[1] for _, widths, _ in checks)))
 
 
 IR_MODULES: tuple[type[nn.Module], ...] = (

@@ -22,6 +22,7 @@ def model() -> torch.nn.Module:
 def test_last_stats_record_every_step(model: torch.nn.Module) -> None:
     plan = compile(model, device="cpu")
     seen: list[tuple[str, int]] = []
+    engine_live_bytes.reset_peak()
     plan.run(torch.randn(1, 3, 64, 96), on_step=lambda name, live: seen.append((name, live)))
     stats = plan.last_stats
     assert stats is not None and stats.input_shape == (1, 3, 64, 96)
@@ -31,7 +32,8 @@ def test_last_stats_record_every_step(model: torch.nn.Module) -> None:
     assert all(s.peak_bytes >= s.live_bytes for s in stats.steps)
     # at the end only the labels are held: (1, 64, 96) uint8
     assert stats.steps[-1].live_bytes == 64 * 96
-    assert engine_live_bytes.value == 64 * 96
+    assert engine_live_bytes.peak == max(s.live_bytes for s in stats.steps)  # published while it ran ...
+    assert engine_live_bytes.value == 0  # ... and none held once the labels are the caller's
 
 
 def test_estimate_peak_matches_the_run(model: torch.nn.Module) -> None:
@@ -90,3 +92,23 @@ def test_residual_adds_run_in_place() -> None:
     one = 2 * 8 * 8 * 4
     by_name = {s.name: s for s in stats.steps}
     assert by_name["add_1"].peak_bytes == 2 * one  # y and z; the sum reuses z
+
+
+class Cancelled(Exception):
+    pass
+
+
+def test_a_run_stopped_between_steps_leaves_the_gauge_at_zero(model: torch.nn.Module) -> None:
+    """A cancel raises from on_step after the step published its live bytes; the tensors go with the run, and so
+    does the gauge's figure (the app's memory panel draws it)."""
+    plan = compile(model, device="cpu")
+    steps: list[int] = []
+
+    def stop_at_tenth_step(name: str, live: int) -> None:
+        steps.append(live)
+        if len(steps) == 10:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        plan.run(torch.randn(1, 3, 64, 96), on_step=stop_at_tenth_step)
+    assert steps[-1] > 64 * 96 and engine_live_bytes.value == 0

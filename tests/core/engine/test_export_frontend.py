@@ -12,6 +12,7 @@ from torch import Tensor, fx, nn
 
 from leanseg.core.engine import compile
 from leanseg.core.engine.bands import BandedInvertedResidual
+from leanseg.core.engine.capture import capture_by_export
 from leanseg.core.engine.chain import BandedChain
 from leanseg.core.engine.frontends.export_lift import lift_exported_program
 from leanseg.core.engine.frontends.ir import OutsideCapturedSizes
@@ -88,12 +89,15 @@ def test_sizes_outside_the_exported_program_are_refused_in_one_line(exported: di
     """The program was exported for widths 96..2048, multiples of 32: the lifted graph checks both; the model
     pads narrower images up to the width it holds from, found when it is loaded."""
     lifted = lift_exported_program(load_exported_program(exported["shape_branch"]))
-    with pytest.raises(OutsideCapturedSizes, match=r"^the captured graph holds for heights 32\.\.2048 and widths "
-                                                   r"96\.\.2048, not 64x64 "):
+    with pytest.raises(OutsideCapturedSizes, match=r"^the program was exported for heights 32\.\.2048 and widths "
+                                                   r"96\.\.2048 px, not 64x64 \(.*the Dim min/max .*or a branch"):
         lifted(torch.rand(1, 3, 64, 64))  # the branch the export did not take
-    with pytest.raises(OutsideCapturedSizes, match=r"^the captured graph holds for heights that divide by 32 .*"
+    with pytest.raises(OutsideCapturedSizes, match=r"^the program was exported for heights that divide by 32 .*"
                                                    r"not 48x96$"):
         lifted(torch.rand(1, 3, 48, 96))
+    with pytest.raises(OutsideCapturedSizes, match=r"^shape_branch\.pt2 was exported for .* not 2080x96 .*"
+                                                   r"export it again with a larger max$"):
+        load_model(exported["shape_branch"]).model.net(torch.rand(1, 3, 2080, 96))  # the file names itself
     model = load_model(exported["shape_branch"]).model
     assert isinstance(model, GraphModel) and model.min_size == (0, 96)
     plan = compile(model, device="cpu")
@@ -260,6 +264,12 @@ def test_a_module_fx_cannot_trace_is_captured_through_export() -> None:
     plan = compile(model, device="cpu")
     assert "<whole model>" not in plan.fallbacks and plan.fallbacks == []
     assert any("holds for some input sizes only" in note for note in plan.notes)
+    lifted = capture_by_export(model)  # leanseg's own capture: its range can only come from the branch
+    with pytest.raises(OutsideCapturedSizes, match=r"^the captured graph holds for .* not 64x64 \(the model branches"):
+        lifted(torch.rand(1, 3, 64, 64))
+    # the tiler's estimate of a size the capture does not hold for: the one it does, scaled by the pixel count
+    outside, inside = plan.estimate_peak((1, 3, 64, 64)), plan.estimate_peak((1, 3, 64, 128))
+    assert 0 < outside and abs(2 * outside - inside) <= inside // 4, (outside, inside)
     for size, eager in (((64, 96), False), ((64, 64), True)):
         x = torch.randn(1, 3, *size)
         logits = plan.run(x, output="logits")
