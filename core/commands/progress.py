@@ -91,7 +91,26 @@ class ProgressBar:
             self._progress = None
 
 
-class JobProgress:
+class _LinesAroundBar:
+    """What a progress bar's owner prints: lines above its open bar (or plain ones), and the bar's end."""
+
+    bar: ProgressBar | None
+
+    def note(self, message: str, stream: TextIO | None = None) -> None:
+        """Print a line (a plan, a warning) without ending the bar: it is redrawn below the line."""
+        if self.bar is not None:
+            self.bar.print_above(message, stream)
+        else:
+            print(message, file=stream or sys.stdout, flush=True)
+
+    def close(self) -> None:
+        """End the bar's line; later advances draw nothing."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class JobProgress(_LinesAroundBar):
     """The bar of one job: opened by the job's "start" event (whose `count` says how many items follow)."""
 
     def __init__(self, label: str, unit: str) -> None:
@@ -109,21 +128,8 @@ class JobProgress:
         if self.bar is not None:
             self.bar.update(1, postfix=postfix)
 
-    def note(self, message: str, stream: TextIO | None = None) -> None:
-        """Print a line (a plan, a warning) without ending the bar: it is redrawn below the line."""
-        if self.bar is not None:
-            self.bar.print_above(message, stream)
-        else:
-            print(message, file=stream or sys.stdout, flush=True)
 
-    def close(self) -> None:
-        """End the bar's line; later advances draw nothing."""
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
-class TileProgress:
+class TileProgress(_LinesAroundBar):
     """The tiles of the image in flight, from its "tile" events: a bar on a terminal, a plain line every few
     seconds otherwise (never a line per tile); the tiles' summary is the job's to print when they are done."""
 
@@ -146,18 +152,6 @@ class TileProgress:
         self.done, self.count = self.done + 1, event.count or self.count
         if self.bar is not None:
             self.bar.update(1, total=event.count)
-
-    def note(self, message: str, stream: TextIO | None = None) -> None:
-        """Print a line; above the bar while one is open."""
-        if self.bar is not None:
-            self.bar.print_above(message, stream)
-        else:
-            print(message, file=stream or sys.stdout, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
 
 
 def _clock(seconds: float) -> str:
