@@ -26,5 +26,21 @@ def ignore_event(event: JobEvent) -> None:
     """The default sink."""
 
 
+def said_once(on_event: EventSink, flag: str) -> EventSink:
+    """`on_event`, passing on only the first event whose data sets `flag` (a note a job gives once, e.g. that the
+    alpha channel is ignored), and every other event."""
+    said = False
+
+    def forward(event: JobEvent) -> None:
+        nonlocal said
+        if event.data.get(flag):
+            if said:
+                return
+            said = True
+        on_event(event)
+
+    return forward
+
+
 class JobCancelled(Exception):
     """Raised inside a job when its cancel event is set; nothing half-written is left."""

@@ -75,6 +75,7 @@ class Segmentation:
     start_bytes: int = 0  # what was in use as inference began, in the same measure as peak_bytes
     probs: np.ndarray | None = None  # (K, H, W) float32 when asked for
     notes: list[str] = field(default_factory=list)  # e.g. what tiling the plan chose
+    peak_device: str = ""  # where peak_bytes was measured (the segmenter's device; `device` may be a CPU fallback's)
 
 
 class Segmenter:
@@ -132,6 +133,7 @@ class Segmenter:
             start_bytes=start_bytes,
             probs=result.probs,
             notes=[*self.notes, *result.notes],
+            peak_device=str(self.device),
         )
 
     def _run_eager(self, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:

@@ -21,11 +21,11 @@ from ..memory import MemoryMonitor, parse_bytes
 from ..model.card import default_input
 from ..model.catalog import display_name, model_path_argument
 from ..model.checkpoint import CheckpointError, LoadedModel
+from ..model.model_names import ModelNameError, find_model
 from ..model.sources import load_model as open_model_file
 from ..model.sources import size_range_note
 from ..predict import ENGINES, MIRROR_MODES, PRECISIONS, TILING_MODES, InferenceOptions, Segmenter
 from ..segment_tiled import check_budget
-from .model_names import ModelNameError, installed_model_named
 
 
 class CommandError(Exception):
@@ -89,11 +89,10 @@ def load_model(path: Path | None) -> LoadedModel:
                 f"no default model is installed (looked for {path}); pass --model PATH, or train one "
                 "with `leanseg train` (see README, 'The default model')"
             )
-    if not path.exists() and path.parent == Path("."):  # not a file's name: an installed model's card name?
-        try:
-            path = installed_model_named(str(path))
-        except ModelNameError as err:
-            raise CommandError(str(err)) from None
+    try:
+        path = find_model(path)  # not a file's name: an installed model's card name?
+    except ModelNameError as err:
+        raise CommandError(str(err)) from None
     try:
         return open_model_file(path)
     except CheckpointError as err:

@@ -14,11 +14,11 @@ from ..device import resolve_device
 from ..events import JobCancelled, JobEvent
 from ..memory import format_bytes
 from ..model.catalog import model_path_argument
+from ..model.model_names import ModelNameError, find_model
 from ..profile import CONFIGURATION_NAMES, LabRequest, LabResult, ModelSpec, default_spec, run_lab, write_lab
 from ..profile.records import MemoryProfile
 from . import SUMMARIES
 from .common import report_error
-from .model_names import ModelNameError, installed_model_named
 from .options import HELP_FORMATTER, add_chart_format_option, add_device_option
 
 TOLERANCE = 0.10  # the profile should explain the measured peak within this share
@@ -44,8 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         if args.model is not None:
-            if not args.model.exists() and args.model.parent == Path("."):  # an installed model's card name?
-                args.model = installed_model_named(str(args.model))
+            args.model = find_model(args.model)  # a bare name: an installed model's card name?
             if not args.model.is_file():
                 raise ValueError(f"--model {args.model}: no such file")
             spec, which = ModelSpec(str(args.model)), f"model {args.model}"

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..events import JobEvent
 from ..io.outputs import OutputPathError
 from ..jobs import JobSummary, ManifestError, segment_files
-from ..memory import format_bytes
+from ..memory import format_bytes, peak_label
 from . import SUMMARIES
 from .common import (
     CommandError,
@@ -104,7 +104,7 @@ def _summary_line(summary: JobSummary, count: int, out: Path) -> str:
         return f"0 of {count} image(s) segmented" + (f" ({failed})" if failed else "") + "; nothing written"
     total = sum(r.seconds for r in ok)
     peak = max(ok, key=lambda r: r.peak_bytes)
-    label = "process peak" if peak.device == "cpu" else "CUDA peak"
+    label = peak_label(peak.peak_device or peak.device)
     return (f"{len(ok)} of {count} image(s) segmented in {total:.2f} s, {label} {format_bytes(peak.peak_bytes)}, "
             f"outputs in {out}" + (f"; {failed}" if failed else ""))
 

@@ -98,10 +98,11 @@ def run_tiles(
             continue
         outcome.tiles_run += 1
         count = outcome.tiles_run + sum(len(split_box(box, tile_shape)) for box in queue)
-        live = _tile_peak(device)
+        live, measure = _tile_peak(device)
         on_event(JobEvent("tile", f"tile {outcome.tiles_run}/{count}" + (f", {format_bytes(live)}" if live else ""),
                           index=outcome.tiles_run - 1, count=count, live_bytes=live,
-                          data={"core": core, "tile_shape": tile_shape, "halo_px": halo_px, "device": str(device)}))
+                          data={"core": core, "tile_shape": tile_shape, "halo_px": halo_px, "device": str(device),
+                                "measure": measure}))
     outcome.tile_shape = tile_shape
     return outcome
 
@@ -122,13 +123,14 @@ def _reset_tile_peak(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def _tile_peak(device: torch.device) -> int:
-    """The tile's peak: CUDA allocated, else the engine's live-bytes gauge, else the process RSS."""
+def _tile_peak(device: torch.device) -> tuple[int, str]:
+    """The tile's peak and what it counts: CUDA allocated, else the engine's live tensors (its gauge), else the
+    process RSS (the eager engine)."""
     if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device))
+        return int(torch.cuda.max_memory_allocated(device)), "CUDA allocated"
     if engine_live_bytes.peak > 0:
-        return engine_live_bytes.peak
-    return int(psutil.Process().memory_info().rss)
+        return engine_live_bytes.peak, "engine tensors"
+    return int(psutil.Process().memory_info().rss), "process RSS"
 
 
 # --- in-memory images -------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ..engine.multiscale import format_scales
-from ..events import EventSink, JobCancelled, JobEvent, ignore_event
+from ..events import EventSink, JobCancelled, JobEvent, ignore_event, said_once
 from ..io.images import ALPHA_IGNORED, has_transparency
 from ..predict import Segmentation, Segmenter
 from .batch_image import ReadInput, check_outputs_free, error_record, finish_image, read_input
@@ -140,7 +140,7 @@ def _run_batch(settings: BatchSettings, segmenter: Segmenter, cancel: threading.
     def stopping() -> bool:
         return bool((cancel and cancel.is_set()) or (stop_after_current and stop_after_current.is_set()))
 
-    alpha_said = False
+    on_event = said_once(on_event, "alpha_ignored")
     try:
         with BackgroundWriter(depth=settings.prefetch) as writer, \
                 Prefetcher(plan.tasks, _read_checked, depth=settings.prefetch) as reader:
@@ -153,8 +153,7 @@ def _run_batch(settings: BatchSettings, segmenter: Segmenter, cancel: threading.
                     continue
                 on_event(JobEvent("info", f"segmenting {task.key}", index=started, count=todo,
                                   path=str(task.source), data={"stage": "segmenting"}))
-                if not alpha_said and has_transparency(read.image):  # said once, for the first such image
-                    alpha_said = True
+                if has_transparency(read.image):  # said once, for the first such image
                     on_event(JobEvent("info", f"{task.key}: {ALPHA_IGNORED}", path=str(task.source),
                                       data={"alpha_ignored": True}))
                 try:

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.oom import OutOfMemory
-from ..events import EventSink, JobCancelled, JobEvent, ignore_event
+from ..events import EventSink, JobCancelled, JobEvent, ignore_event, said_once
 from ..io.images import ALPHA_IGNORED, ImageReadError, has_transparency, read_image, to_rgb8
 from ..io.output_names import output_file_name, output_stems
 from ..io.outputs import atomic_write_bytes, overlay, write_png
-from ..memory import format_bytes
+from ..memory import format_bytes, peak_label
 from ..predict import Segmenter
 from .folder_lock import FolderLock
 from .segment_large import is_large_tiff, segment_large_tiff
@@ -34,6 +34,7 @@ class FileResult:
     width: int = 0
     height: int = 0
     device: str = ""
+    peak_device: str = ""  # where peak_bytes was measured: the segmenter's device, even after a CPU fallback
     budget_text: str = ""  # 'tensor peak X of the Y budget; ' under a --memory-budget (see TileStats)
 
 
@@ -141,7 +142,7 @@ def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, wanted:
     summary = JobSummary()
     count = len(paths)
     on_event(JobEvent("start", f"segmenting {count} image(s) on {segmenter.device}", count=count))
-    on_event = _alpha_said_once(on_event)
+    on_event = said_once(on_event, "alpha_ignored")
     for index, (path, stem) in enumerate(zip(paths, output_names(paths))):
         if cancel is not None and cancel.is_set():
             summary.cancelled = True
@@ -212,7 +213,7 @@ def _segment_image(
         large = segment_large_tiff(path, labels_tif, segmenter, cancel=cancel, on_event=on_event)
         return FileResult(path, ok=True, outputs=[large.labels_path], seconds=large.seconds,
                           peak_bytes=large.peak_bytes, start_bytes=large.start_bytes, width=large.width,
-                          height=large.height, device=large.device)
+                          height=large.height, device=large.device, peak_device=str(segmenter.device))
     labels_path = out_dir / output_file_name(stem, "labels")
     overlay_path = out_dir / output_file_name(stem, "overlay")
     probs_path = out_dir / output_file_name(stem, "probs")
@@ -238,29 +239,16 @@ def _segment_image(
         np.save(buffer, result.probs.astype(np.float16))  # (K, H, W)
         outputs.append(atomic_write_bytes(probs_path, buffer.getvalue()))
     return FileResult(path, ok=True, outputs=outputs, seconds=result.seconds, peak_bytes=result.peak_bytes,
-                      start_bytes=result.start_bytes, width=image.width, height=image.height, device=result.device)
+                      start_bytes=result.start_bytes, width=image.width, height=image.height, device=result.device,
+                      peak_device=result.peak_device)
 
 
 def _peak_text(result: FileResult) -> str:
     """'process peak 789.7 MB (293.0 MB above the start)': the process's peak (CUDA allocated on a GPU), and how
     far it rose from where the image began."""
-    label = "process peak" if result.device == "cpu" else "CUDA peak"
+    label = peak_label(result.peak_device or result.device)
     if not result.start_bytes:
         return f"{label} {format_bytes(result.peak_bytes)}"
     rise = format_bytes(result.peak_bytes - result.start_bytes)
     return f"{label} {format_bytes(result.peak_bytes)} ({rise} above the start)"
 
-
-def _alpha_said_once(on_event: EventSink) -> EventSink:
-    """`on_event`, passing on the note that the alpha channel is ignored for the first image that has one only."""
-    said = False
-
-    def forward(event: JobEvent) -> None:
-        nonlocal said
-        if event.data.get("alpha_ignored"):
-            if said:
-                return
-            said = True
-        on_event(event)
-
-    return forward

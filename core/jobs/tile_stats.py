@@ -19,10 +19,10 @@ class TileStats:
 
     segmenter: Segmenter
     tiles: int = 0  # tiles run
-    tile_shape: tuple[int, int] | None = None  # (rows, columns) of the last tile's core grid
+    tile_shape: tuple[int, int] | None = None  # (rows, columns) in px of the last tile's core
     tile_peak_bytes: int = 0  # the largest tile's peak, in the measure `measure` names
     held_bytes: int = 0  # the image and its output arrays, held beside the tiles (from the plan)
-    device: str = ""  # where the last tile ran
+    measure: str = ""  # what the tiles' peaks count, as the tiler says: engine tensors, CUDA allocated, process RSS
 
     def watch(self, sink: EventSink) -> EventSink:
         def on_event(event: JobEvent) -> None:
@@ -33,24 +33,20 @@ class TileStats:
                 self.tile_peak_bytes = max(self.tile_peak_bytes, event.live_bytes or 0)
                 shape = event.data.get("tile_shape")
                 self.tile_shape = (int(shape[0]), int(shape[1])) if shape else self.tile_shape
-                self.device = str(event.data.get("device", self.device))
+                measure = str(event.data.get("measure") or "")
+                # one tile measured otherwise (an eager fallback's RSS): no single measure to name
+                self.measure = measure if self.tiles == 1 or measure == self.measure else "mixed"
             sink(event)
 
         return on_event
-
-    @property
-    def measure(self) -> str:
-        """What a tile's peak counts: the lean engine's live tensors on the CPU, else CUDA allocated or RSS."""
-        if self.device.startswith("cuda"):
-            return "CUDA allocated"
-        return "engine tensors" if self.segmenter.plan is not None else "process RSS"
 
     def tiles_line(self, name: str) -> str:
         """'huge.png: 6 tiles of 1504x1344 px, each at most 92.5 MB of engine tensors'; '' for one pass."""
         if self.tiles < 2:
             return ""
         size = f" of {self.tile_shape[1]}x{self.tile_shape[0]} px" if self.tile_shape else ""
-        peak = f", each at most {format_bytes(self.tile_peak_bytes)} of {self.measure}" if self.tile_peak_bytes else ""
+        known = self.tile_peak_bytes and self.measure not in ("", "mixed")
+        peak = f", each at most {format_bytes(self.tile_peak_bytes)} of {self.measure}" if known else ""
         return f"{name}: {self.tiles} tiles{size}{peak}"
 
     def budget_text(self) -> str:

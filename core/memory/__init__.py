@@ -26,7 +26,7 @@ from .units import format_bytes, parse_bytes
 __all__ = [
     "SOURCE_CUDA", "SOURCE_GLIBC", "SOURCE_RSS", "LiveBytesGauge", "MemoryLog", "MemoryMonitor", "MemorySample",
     "empty_cache", "engine_live_bytes", "event_mark_label", "format_bytes", "parse_bytes", "peak_bytes",
-    "read_memory_csv", "register_cache", "release_caches", "reset_peak", "write_memory_csv",
+    "peak_label", "read_memory_csv", "register_cache", "release_caches", "reset_peak", "write_memory_csv",
 ]
 
 _DEFAULT_WINDOW = RESIDENT_HIGH_WATER.open()  # the CPU peak window of reset_peak / peak_bytes
@@ -42,6 +42,11 @@ def reset_peak(device: torch.device) -> int:
         return int(torch.cuda.memory_allocated(device))
     rss, _ = RESIDENT_HIGH_WATER.take(_DEFAULT_WINDOW)  # shares VmHWM with running monitors (see ResidentHighWater)
     return rss
+
+
+def peak_label(device: torch.device | str) -> str:
+    """What `peak_bytes(device)` counts, for a summary: 'CUDA peak' (allocated) or 'process peak' (RSS)."""
+    return "CUDA peak" if str(device).startswith("cuda") else "process peak"
 
 
 def peak_bytes(device: torch.device) -> int:

@@ -24,7 +24,7 @@ from typing import Any
 CARD_VERSION = 1
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-GREY_MEAN = (0.5,)  # a 1-channel graph without a card: the grey image centred ...
+GREY_MEAN = (0.5,)  # a graph without a card and with other than 3 channels: each channel centred ...
 GREY_STD = (0.25,)  # ... and spread over about -2..2
 OUTPUT_KINDS = ("logits", "probabilities")
 CHANNEL_ORDERS = ("RGB", "BGR")
@@ -105,10 +105,12 @@ class ModelCard:
 
 
 def default_input(channels: int) -> str:
-    """The input a graph without a card is given, in words: the defaults for its channel count."""
-    if channels == 1:
-        return f"grey input, mean {GREY_MEAN[0]} / std {GREY_STD[0]}"
-    return "ImageNet mean/std, RGB input"
+    """The input a graph without a card is given, in words: ImageNet's for 3 channels, else mean 0.5 / std 0.25 on
+    every channel (graph_card gives any other channel count those)."""
+    if channels == 3:
+        return "ImageNet mean/std, RGB input"
+    kind = "grey input" if channels == 1 else f"{channels}-channel input"
+    return f"{kind}, mean {GREY_MEAN[0]} / std {GREY_STD[0]}"
 
 
 def default_palette(count: int) -> tuple[tuple[int, int, int], ...]:

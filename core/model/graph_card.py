@@ -146,7 +146,8 @@ def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tup
     fixed = _fixed_output(net, channels, searched or candidates[0])
     if fixed is not None:
         raise CheckpointError(
-            f"{where}: its output is {fixed[0]}x{fixed[1]} whatever the input's size: it was exported for one size; "
+            f"{where}: its output is {fixed[1]}x{fixed[0]} px (width x height) whatever the input's size: it was "
+            "exported for one size; "
             "export it again with a dynamic height and width (torch.onnx.export's dynamic_axes, torch.export's "
             "dynamic_shapes; README, 'Exporting a PyTorch model')")
     largest = max(5 * max(candidates), (_MINIMUM_STEPS[-1] + 2) * searched if searched else 0)

@@ -152,17 +152,18 @@ def describe(loaded: LoadedModel) -> str:
     min_h, min_w = getattr(info.config, "min_size", (0, 0))
     padded = f", padded to at least {min_h or multiple} x {min_w or multiple} px" if min_h or min_w else ""
     max_h, max_w = getattr(info.config, "max_size", (0, 0))
-    bounded = f", at most {max_h or 'any'} x {max_w or 'any'} px a pass (its export's range)" if max_h or max_w else ""
+    bounded = (f", at most {max_w or 'any'}x{max_h or 'any'} px (width x height) a pass (its export's range)"
+               if max_h or max_w else "")
     return f"{name} ({fmt}, {info.config.num_classes} classes, size multiple {multiple}{padded}{bounded}{tail})"
 
 
 def size_range_note(loaded: LoadedModel) -> str | None:
-    """For a graph exported for a bounded size range, the line to show when it loads (height x width); else None."""
+    """For a graph exported for a bounded size range, the line to show when it loads; else None."""
     max_h, max_w = getattr(loaded.info.config, "max_size", (0, 0))
     if not (max_h or max_w):
         return None
     where = loaded.path or "the model"
-    return (f"{where} takes at most {max_h or 'any'} x {max_w or 'any'} px (height x width) in one pass, the range "
+    return (f"{where} takes at most {max_w or 'any'}x{max_h or 'any'} px (width x height) in one pass, the range "
             "it was exported for (torch.export's Dim max, or a branch on the input size): larger images are cut "
             "into tiles that fit; to run them whole, export it again with a larger max")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from leanseg.core.io.images import ImageData
-from leanseg.core.memory import format_bytes
+from leanseg.core.memory import format_bytes, peak_label
 from leanseg.core.predict import Segmentation
 
 ALPHA_IGNORED = "alpha channel ignored: transparent pixels are shown and segmented with their stored colour"
@@ -39,7 +39,7 @@ def image_notes(image: ImageData) -> list[str]:
 
 def job_peak_text(result: Segmentation) -> tuple[str, str]:
     """('job peak process RSS 658.6 MB (+32.3 MB)', tooltip saying what that counts)."""
-    cpu = result.device == "cpu"
+    cpu = peak_label(result.peak_device or result.device) == "process peak"
     text = f"job peak {'process RSS' if cpu else 'CUDA allocated'} {format_bytes(result.peak_bytes)}"
     if result.start_bytes:  # how far it rose during this job: the part the image and its tiles took
         text += f" (+{format_bytes(result.peak_bytes - result.start_bytes)})"

@@ -28,8 +28,8 @@ CURVES = (  # snapshot key, legend name, colour; engine_live is drawn against th
     ("engine_live", "engine live tensors (right axis)", "#4fc38a"),
 )
 PEAK_COLOUR = "#d9c8a0"  # a pale shade of allocated's: the peak of that curve, not an alarm
-MAJOR_MARKS = ("start", "done", "cancel", "error", "failed", "empty", "reset")
-MARK_TEXT = {"error": "failed"}  # what the plot writes for a mark label, where it differs
+MAJOR_MARKS = ("start", "done", "cancel", "failed", "empty", "reset")
+MARK_WORDS = {"error": "failed"}  # what the plot writes for a mark label's first word, where it differs
 MARK_ROWS = (0.93, 0.78, 0.63, 0.48)  # heights of the mark label rows, as a fraction of the plot's height
 MARK_GAP_PX = 6  # space kept between two labels in one row
 LEGEND_HEIGHT_PX = 18  # height of the legend row above the plot
@@ -221,7 +221,8 @@ class MemoryPanel(QWidget):
             if time <= self._last_mark_time:
                 continue
             self._last_mark_time = time
-            label = MARK_TEXT.get(mark, mark)
+            first, _, rest = mark.partition(" ")  # "error 3/10" from a batch: "failed 3/10"
+            label = " ".join(filter(None, (MARK_WORDS.get(first, first), rest)))
             major = label.split()[0].lower().startswith(MAJOR_MARKS) if label else False
             style = Qt.PenStyle.SolidLine if major else Qt.PenStyle.DotLine
             pen = pg.mkPen("#9aa0aa" if major else "#4a4e57", width=1, style=style)
@@ -269,4 +270,3 @@ def _round_top(current: float, top: float, floor: float = 1e6) -> float:
         return current
     step = 10 ** np.floor(np.log10(max(top, floor)))
     return float(np.ceil(1.25 * max(top, floor) / step) * step)
-

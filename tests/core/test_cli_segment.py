@@ -144,7 +144,8 @@ def test_the_rest_go_on_only_when_there_is_a_rest_and_alpha_is_said_once(
                       "--model", str(tiny_checkpoint), "--threads", "1", "--mirror", "off")
     assert result.returncode == 1
     assert f"failed (the rest go on): {bad}: not an image" in result.stderr
-    assert "failed: " in result.stderr and "gone.png" in result.stderr.splitlines()[-1]  # the last one: no rest
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("failed: ") and "gone.png" in last  # the last one: no rest
     assert result.stdout.count("alpha channel ignored") == 1, result.stdout
     assert "  a.png: alpha channel ignored: transparent pixels are segmented with their stored colour" in result.stdout
     assert "2 of 4 image(s) segmented in " in result.stdout and "; 2 failed" in result.stdout

@@ -246,8 +246,8 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
             warnings.simplefilter("ignore")
             torch.onnx.export(ResizedToInput().eval(), (torch.rand(1, 3, 64, 96),), str(folder / "fixed.onnx"),
                               opset_version=17, dynamo=False)
-        return folder / "fixed.onnx", ("its output is 64x96 whatever the input's size: it was exported for one "
-                                       "size; export it again with a dynamic height and width")
+        return folder / "fixed.onnx", ("its output is 96x64 px (width x height) whatever the input's size: it was "
+                                       "exported for one size; export it again with a dynamic height and width")
     if kind == "five_d_onnx":
         return onnx_of(FiveD(), folder / "five.onnx", (torch.rand(1, 3, 2, 32, 32),), ["image"]), "shape"
     if kind == "not_1khw_onnx":

@@ -54,17 +54,17 @@ def bounded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, nn.Module]:
 def test_the_range_is_said_when_it_loads(bounded: tuple[Path, nn.Module]) -> None:
     loaded = load_model(bounded[0])
     assert loaded.model.max_size == (64, 96) and loaded.info.config.max_size == (64, 96)
-    assert "at most 64 x 96 px a pass (its export's range)" in describe(loaded)
+    assert "at most 96x64 px (width x height) a pass (its export's range)" in describe(loaded)
     note = size_range_note(loaded)
-    assert note is not None and note.startswith(f"{bounded[0]} takes at most 64 x 96 px (height x width)")
+    assert note is not None and note.startswith(f"{bounded[0]} takes at most 96x64 px (width x height)")
 
 
 def test_a_larger_image_is_refused_naming_the_file_and_the_export_max(bounded: tuple[Path, nn.Module]) -> None:
     plan = compile(load_model(bounded[0]).model, device="cpu")
     with pytest.raises(OutsideCapturedSizes, match=r"^bounded\.pt2 was exported for heights 4\.\.64 and widths "
-                                                   r"4\.\.96 px, not 100x100 \(the range torch\.export recorded: the "
-                                                   r"Dim min/max .*export it again with a larger max$"):
-        plan.run(torch.rand(1, 3, 100, 100))
+                                                   r"4\.\.96 px, not height 100 and width 92 \(the range torch\.export "
+                                                   r"recorded: the Dim min/max .*export it again with a larger max$"):
+        plan.run(torch.rand(1, 3, 100, 92))
 
 
 def test_tiles_within_the_range_segment_a_larger_image_exactly(bounded: tuple[Path, nn.Module]) -> None:
@@ -125,7 +125,7 @@ def test_segment_tiles_a_larger_image_within_the_range(bounded: tuple[Path, nn.M
                            "--out", str(tmp_path / "out"), "--threads", "1", "--device", "cpu"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert f"note: {bounded[0]} takes at most 64 x 96 px (height x width) in one pass" in done.stdout
+    assert f"note: {bounded[0]} takes at most 96x64 px (width x height) in one pass" in done.stdout
     assert "the model takes at most 96x64 px a pass" in done.stdout
     labels = cv2.imread(str(tmp_path / "out" / "big_labels.png"), cv2.IMREAD_UNCHANGED)
     assert labels.shape == (150, 211) and labels.max() < 4

@@ -112,15 +112,17 @@ def test_ctrl_c_stops_within_a_tile(tmp_path: Path, tiny_checkpoint: Path, big_i
     process = _leanseg("segment", str(big_image), "--out", str(out), "--model", str(tiny_checkpoint),
                        "--device", "cpu", "--memory-budget", "40MB", "--mirror", "off")
     assert process.stderr is not None
+    total = 0  # tiles in the image, from the first progress line
     for line in process.stderr:  # the progress line after the first tile
         if line.startswith("tiles 1/"):
             total = int(line.split("/")[1].split()[0])
             process.send_signal(signal.SIGINT)
             break
     stdout, rest = process.communicate(timeout=300)
+    assert total, "no 'tiles 1/N' progress line before the end"
     assert process.returncode == 130, rest
     stopped = re.search(r"stopped by Ctrl-C after (\d+) of (\d+) tiles; the image in flight was not written", rest)
     assert stopped, rest
-    assert total >= 20 and int(stopped.group(1)) <= 2, f"{stopped.group(1)} of {total} tiles ran after Ctrl-C"
+    assert total >= 20 and int(stopped.group(1)) <= 2, f"{stopped.group(1)} of {total} tiles ran in all"
     assert "Traceback" not in rest and " tiles of " not in stdout
     assert not list(out.glob("*_labels.png"))

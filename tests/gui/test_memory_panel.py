@@ -126,6 +126,16 @@ def test_marks_close_in_time_have_labels_that_do_not_overlap(qtbot, monitor):
             assert not rect.intersects(other), (rect, other)
 
 
+def test_an_error_mark_is_written_failed_with_what_follows_it(qtbot, monitor):
+    panel = MemoryPanel(monitor, refresh_ms=20)
+    qtbot.addWidget(panel)
+    panel.show()
+    for label in ("error", "error 3/10", "reset peak"):  # a job's end, a batch image's, and another mark
+        monitor.mark(label)
+    qtbot.waitUntil(lambda: len(_labels_on_plot(panel)) == 3, timeout=5_000)
+    assert _labels_on_plot(panel) == {"failed", "failed 3/10", "reset peak"}
+
+
 def test_the_two_peaks_say_what_they_count(qtbot, make_window, gui_tiny_checkpoint, small_image):
     window = make_window(gui_tiny_checkpoint)
     with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):

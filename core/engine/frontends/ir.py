@@ -52,7 +52,8 @@ def check_size(x: Tensor, heights: tuple[int, int], widths: tuple[int, int],
         larger = height > heights[1] or width > widths[1]
         raise OutsideCapturedSizes(
             f"{program or 'the program'} was exported for heights {heights[0]}..{heights[1]} and widths "
-            f"{widths[0]}..{widths[1]} px, not {height}x{width} (the range torch.export recorded: the Dim min/max "
+            f"{widths[0]}..{widths[1]} px, not height {height} and width {width} (the range torch.export recorded: "
+            "the Dim min/max "
             f"given for the height and width, or a branch on the input size); to run "
             f"{'larger' if larger else 'smaller'} images, export it again with a "
             f"{'larger max' if larger else 'smaller min'}")

@@ -8,7 +8,15 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from ..model.catalog import InstalledModel, installed_models
+from .catalog import InstalledModel, installed_models
+
+
+def find_model(path: Path) -> Path:
+    """A --model value as `catalog.model_path_argument` left it: unchanged when it is a file or a path; a bare name
+    no file has is looked up among the installed models' card names (ModelNameError when none or several)."""
+    if path.exists() or path.parent != Path("."):
+        return path
+    return installed_model_named(str(path))
 
 
 class ModelNameError(LookupError):
