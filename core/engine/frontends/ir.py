@@ -46,8 +46,8 @@ def check_size(x: Tensor, heights: tuple[int, int], widths: tuple[int, int],
     inside = heights[0] <= height <= heights[1] and widths[0] <= width <= widths[1]
     if not inside and program is None:
         raise OutsideCapturedSizes(f"the captured graph holds for heights {heights[0]}..{heights[1]} and widths "
-                                   f"{widths[0]}..{widths[1]}, not {height}x{width} (the model branches on its "
-                                   "input size)")
+                                   f"{widths[0]}..{widths[1]}, not height {height} and width {width} (the model "
+                                   "branches on its input size)")
     if not inside:
         larger = height > heights[1] or width > widths[1]
         raise OutsideCapturedSizes(
@@ -60,7 +60,7 @@ def check_size(x: Tensor, heights: tuple[int, int], widths: tuple[int, int],
     if height % multiples[0] or width % multiples[1]:
         held = "the captured graph holds" if program is None else f"{program or 'the program'} was exported"
         raise OutsideCapturedSizes(f"{held} for heights that divide by {multiples[0]} and widths "
-                                   f"that divide by {multiples[1]}, not {height}x{width}")
+                                   f"that divide by {multiples[1]}, not height {height} and width {width}")
     return x
 
 
