@@ -16,6 +16,8 @@ from safetensors.torch import save_file
 from leanseg.core.model import MobileUNetConfig, PlainUNetConfig, config_from_dict
 from leanseg.core.model.checkpoint import CheckpointError, load_checkpoint, read_info
 
+from .unwritable import make_unwritable
+
 
 def _leanseg(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "leanseg.core", *args], capture_output=True, text=True,
@@ -164,25 +166,13 @@ def test_segment_applies_exif_orientation_and_says_so(tmp_path: Path, tiny_check
     assert cv2.imread(str(labels), cv2.IMREAD_UNCHANGED).shape == (64, 40)
 
 
-def _make_unwritable(folder: Path) -> Callable[[], None]:
-    """Make `folder` refuse new files even to root (immutable flag), or skip; returns the undo."""
-    import os
-
-    if os.geteuid() != 0:
-        folder.chmod(0o555)
-        return lambda: folder.chmod(0o755)
-    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
-        pytest.skip("running as root without chattr +i: cannot make a folder unwritable")
-    return lambda: subprocess.run(["chattr", "-i", str(folder)], check=True)
-
-
 @pytest.mark.parametrize("command", ["batch", "segment"])
 def test_unwritable_output_folder_is_one_line(tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path,
                                               command: str) -> None:
     read_only = tmp_path / "ro"
     read_only.mkdir()
     source = str(rgb_image.parent) if command == "batch" else str(rgb_image)
-    undo = _make_unwritable(read_only)
+    undo = make_unwritable(read_only)
     try:
         result = _leanseg(command, source, *([str(rgb_image)] if command == "segment" else []), "--out",
                           str(read_only), "--model", str(tiny_checkpoint), "--device", "cpu")

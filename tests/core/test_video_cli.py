@@ -1,17 +1,16 @@
 """`leanseg video` end to end in a real subprocess."""
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from .unwritable import make_unwritable
 from .video_samples import HEIGHT, WIDTH, count_frames, truncate, write_video
 
 
@@ -88,16 +87,6 @@ def test_every_below_one_names_the_option(tmp_path: Path) -> None:
     assert result.returncode == 2 and "argument --every: must be at least 1, got 0" in result.stderr
 
 
-def _make_unwritable(folder: Path) -> Callable[[], None]:
-    """Make `folder` refuse new files, even to root (immutable flag), or skip; returns the undo."""
-    if os.geteuid() != 0:
-        folder.chmod(0o555)
-        return lambda: folder.chmod(0o755)
-    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
-        pytest.skip("running as root without chattr +i: cannot make a folder unwritable")
-    return lambda: subprocess.run(["chattr", "-i", str(folder)], check=True)
-
-
 def test_a_missing_input_is_refused_before_the_model_loads(tmp_path: Path, tiny_checkpoint: Path) -> None:
     missing = tmp_path / "missing.mp4"
     result = _leanseg("video", str(missing), "--out", str(tmp_path / "o.mp4"), "--model", str(tiny_checkpoint),
@@ -117,7 +106,7 @@ def test_an_unwritable_output_folder_is_named_before_the_model_loads(tmp_path: P
     read_only.mkdir()
     outputs = (["--out", str(read_only / "v.mp4")] if where == "--out"
                else ["--out", str(tmp_path / "v.mp4"), "--labels-dir", str(read_only / "labels")])
-    undo = _make_unwritable(read_only)
+    undo = make_unwritable(read_only)
     try:
         result = _leanseg("video", str(source), *outputs, "--model", str(tiny_checkpoint), "--threads", "1")
     finally:
