@@ -148,8 +148,12 @@ def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, wanted:
             summary.cancelled = True
             on_event(JobEvent("cancelled", "cancelled", index=index, count=count))
             break
+        tiles = TileStats(segmenter)
         try:
-            result = _segment_one(path, out_dir, stem, segmenter, wanted, guard, cancel, on_event)
+            result = _segment_image(path, out_dir, stem, segmenter, wanted, guard, cancel, tiles.watch(on_event))
+            if line := tiles.tiles_line(path.name):
+                on_event(JobEvent("info", line, path=str(path), data={"tiles": tiles.tiles}))
+            result.budget_text = tiles.budget_text()
         except JobCancelled:
             summary.cancelled = True
             on_event(JobEvent("cancelled", f"cancelled during {path}", index=index, count=count))
@@ -173,24 +177,6 @@ def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, wanted:
         summary.results.append(result)
     on_event(JobEvent("done", f"{len(summary.results) - len(summary.failed)} ok, {len(summary.failed)} failed"))
     return summary
-
-
-def _segment_one(
-    path: Path,
-    out_dir: Path,
-    stem: str,
-    segmenter: Segmenter,
-    wanted: _Wanted,
-    guard: _OutputGuard,
-    cancel: threading.Event | None,
-    on_event: EventSink,
-) -> FileResult:
-    tiles = TileStats(segmenter)
-    result = _segment_image(path, out_dir, stem, segmenter, wanted, guard, cancel, tiles.watch(on_event))
-    if line := tiles.tiles_line(path.name):
-        on_event(JobEvent("info", line, path=str(path), data={"tiles": tiles.tiles}))
-    result.budget_text = tiles.budget_text()
-    return result
 
 
 def _segment_image(
