@@ -43,6 +43,7 @@ TickFormat = Callable[[float], str]
 CHART_FORMATS = ("png", "svg", "pdf")
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]  # matplotlib's tab10, in its order
+_LINE_STYLES = ("solid", "dashed", "dotted")  # what tells series apart once the ten colours come round again
 _MARK = "#5a5a5a"
 _HLINE_STYLES = ((0, (6, 3)), (0, (2, 2)), (0, (8, 2, 2, 2)))  # dashes that tell bound lines apart
 _DPI = 100
@@ -131,7 +132,8 @@ def line_chart(
     figure = _figure(size)
     ax = figure.add_subplot()
     for index, (name, (xs, ys)) in enumerate(arrays.items()):
-        ax.plot(xs, ys, color=PALETTE[index % len(PALETTE)], linewidth=2, label=name,
+        ax.plot(xs, ys, color=PALETTE[index % len(PALETTE)], linewidth=2, label=name,  # past ten: dashed, dotted
+                linestyle=_LINE_STYLES[index // len(PALETTE) % len(_LINE_STYLES)],
                 marker="o" if xs.size == 1 else None, markersize=3)
     finite_x = np.concatenate([xs[np.isfinite(xs)] for xs, _ in arrays.values()] + [np.asarray([m for m, _ in marks])])
     x_range = (float(finite_x.min()), float(finite_x.max())) if finite_x.size else (0.0, 1.0)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..memory import format_bytes
-from ..plotting import line_chart
+from ..plotting import bar_chart, line_chart
 from .inference_cases import MODELS
 from .measure import run_case
 from .report import format_table, write_json
@@ -181,7 +181,10 @@ def _bars(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _charts(rows: list[dict[str, Any]], out: Path) -> list[Path]:
+    """Memory and latency against input size, one line per model and configuration; bars when one size ran
+    (`--quick`), where a line would be a dot."""
     paths = []
+    sizes = sorted({r["size"] for r in rows})
     for key, label, scale, name in (("peak_bytes", "peak above baseline (MB)", 1e-6, "memory"),
                                     ("seconds", "latency (s)", 1.0, "latency")):
         series = {}
@@ -191,7 +194,11 @@ def _charts(rows: list[dict[str, Any]], out: Path) -> list[Path]:
                                 if r["model"] == kind and r["config"] == config and key in r)
                 if points:
                     series[f"{kind} {config}"] = ([p[0] for p in points], [p[1] for p in points])
-        if series:
-            paths.append(line_chart(series, out / f"bench_inference_{name}.png", title=f"{label} against input size",
+        path = out / f"bench_inference_{name}.png"
+        if len(sizes) == 1 and series:
+            paths.append(bar_chart({k: y[0] for k, (_, y) in series.items()}, path, horizontal=True,
+                                   title=f"{label} at {sizes[0]}x{sizes[0]} px", y_label=label))
+        elif series:
+            paths.append(line_chart(series, path, title=f"{label} against input size",
                                     x_label="input size (px, square)", y_label=label))
     return paths

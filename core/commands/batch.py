@@ -21,7 +21,7 @@ from ..jobs.batch import BatchSummary, run_batch
 from ..jobs.batch_plan import BatchSettings, left_out_note, require_images
 from ..jobs.folder_lock import FolderLock
 from ..jobs.manifest import ManifestError
-from ..memory import format_bytes
+from ..memory import format_bytes, peak_label
 from . import SUMMARIES
 from .batch_ray import add_ray_options, check_ray_arguments, ray_requested, run_on_ray
 from .common import (
@@ -154,8 +154,9 @@ def _print_summary(summary: BatchSummary) -> None:
 
 
 def _summary_line(summary: BatchSummary) -> str:
-    """'5 image(s): 3 segmented now, 1 finished before, 1 failed, 0 left; 2.10 img/s, peak 700.1 MB', the rate and
-    peak only of images segmented now; 'all 5 already done (resumed); nothing to run' when none was left."""
+    """'5 image(s): 3 segmented now, 1 finished before, 1 failed, 0 left; 2.10 img/s, process peak 700.1 MB', the
+    rate and peak only of images segmented now, the peak named by what it measures (`peak_label`);
+    'all 5 already done (resumed); nothing to run' when none was left."""
     ok = summary.ok
     if not summary.records and summary.total and summary.finished_before == summary.total:
         return f"all {summary.total} already done (resumed); nothing to run"
@@ -164,5 +165,6 @@ def _summary_line(summary: BatchSummary) -> str:
     if not ok:
         return counts
     rate = len(ok) / summary.seconds if summary.seconds > 0 else 0.0  # images segmented, not failures
-    peak = max(r.peak_bytes for r in ok)
-    return f"{counts}; {rate:.2f} img/s, peak {format_bytes(peak)}"
+    top = max(ok, key=lambda r: r.peak_bytes)
+    label = peak_label(top.peak_device or top.device)
+    return f"{counts}; {rate:.2f} img/s, {label} {format_bytes(top.peak_bytes)}"

@@ -80,7 +80,8 @@ def ok_record(task: ImageTask, read: ReadInput, result: Segmentation, outputs: d
     return ImageRecord(
         source=task.key, status="ok", input_bytes=read.input_bytes, input_mtime_ns=read.input_mtime_ns,
         width=read.image.width, height=read.image.height, seconds=result.seconds, peak_bytes=result.peak_bytes,
-        device=result.device, class_fraction=[round(float(c) / max(result.labels.size, 1), 6) for c in counts],
+        device=result.device, peak_device=result.peak_device,
+        class_fraction=[round(float(c) / max(result.labels.size, 1), 6) for c in counts],
         outputs=outputs,
     )
 

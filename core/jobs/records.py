@@ -46,6 +46,7 @@ class ImageRecord:
     seconds: float = 0.0  # inference time
     peak_bytes: int = 0  # peak memory while inferring
     device: str = ""
+    peak_device: str = ""  # where peak_bytes was measured: the segmenter's device, even after a CPU fallback
     class_fraction: list[float] = field(default_factory=list)  # share of pixels per class
     outputs: dict[str, OutputFile] = field(default_factory=dict)  # kind (labels|overlay|probs) -> file
 
@@ -61,7 +62,7 @@ class ImageRecord:
         if status not in STATUSES:
             raise ValueError(f"{source}: status {status!r}, expected one of {', '.join(STATUSES)}")
         values: dict[str, Any] = {"source": source, "status": status}
-        for name in ("error", "device"):
+        for name in ("error", "device", "peak_device"):
             values[name] = _text(data.get(name, ""), f"{source}: {name}")
         for name in ("input_bytes", "input_mtime_ns", "width", "height", "peak_bytes"):
             values[name] = _count(data.get(name, 0), f"{source}: {name}")

@@ -72,6 +72,7 @@ def test_files_that_are_not_images_are_counted_and_named(tmp_path: Path, tiny_ch
                       "--engine", "eager", "--threads", "1")
     assert result.returncode == 0, result.stderr
     assert "1 image(s): 1 segmented now" in result.stdout
+    assert " img/s, process peak " in result.stdout  # a CPU peak is the process's resident memory, and says so
     assert "left out 2 files that are not images: clip.mp4, notes.txt\n" in result.stdout
 
 

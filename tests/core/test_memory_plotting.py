@@ -91,3 +91,13 @@ def test_profile_writes_svg_charts_with_chart_format(tmp_path: Path) -> None:
     written = write_lab(result, tmp_path, chart_format="svg")
     assert sorted(p.name for p in written) == ["memory_lab.json", "memory_lab_peak.svg", "memory_lab_time.svg"]
     assert ET.parse(tmp_path / "memory_lab_peak.svg").getroot().tag.endswith("svg")
+
+
+def test_series_past_the_ten_colours_are_dashed_not_lookalikes(tmp_path: Path) -> None:
+    x = np.arange(3.0)
+    ten = {f"s{i}": (x, x + i) for i in range(10)}
+    svg = line_chart(ten, tmp_path / "ten.svg")
+    assert "stroke-dasharray" not in svg.read_text()  # ten series: one colour each, all solid
+    twelve = line_chart({**ten, "s10": (x, x + 10), "s11": (x, x + 11)}, tmp_path / "twelve.svg")
+    dashed = [e for e in ET.parse(twelve).getroot().iter() if "stroke-dasharray" in (e.get("style") or "")]
+    assert len(dashed) == 4  # the two series that reuse a colour, each as a line and in the legend

@@ -11,13 +11,15 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
 from torch import Tensor, nn
 from torch.export import Dim
 
 from leanseg.core import segment_tiled
 from leanseg.core.engine import compile
 from leanseg.core.engine.frontends.ir import OutsideCapturedSizes
-from leanseg.core.engine.tile_plan import choose_tiling
+from leanseg.core.engine.tile_plan import choose_tiling, reads_within
 from leanseg.core.engine.tiling import ArraySink, array_source, run_tiles
 from leanseg.core.io.images import ImageData, to_model_input
 from leanseg.core.model.sources import describe, load_model, size_range_note
@@ -115,6 +117,28 @@ def test_choose_tiling_keeps_reads_within_the_model_range() -> None:
                                          r"takes at most 256x128 px"):
         choose_tiling(1000, 1000, mode="off", budget_bytes=10**9, tile_bytes=no_larger_than(limit), stride=32,
                       exact_halo_px=32, max_read_px=limit)
+
+
+@given(st.integers(1, 64), st.integers(1, 64), st.integers(0, 8), st.sampled_from([1, 8, 16, 32]),
+       st.integers(0, 40), st.integers(0, 40))
+def test_tiles_split_after_running_out_of_memory_stay_within_the_range(
+        core_rows: int, core_cols: int, halo: int, stride: int, limit_rows: int, limit_cols: int) -> None:
+    """`reads_within` (used when a tile is split again after an out-of-memory error): whatever the tile, halo and
+    range, a shrunk tile reads no more than the range (0: that side is unbounded), shrinks the core before the
+    halo, stays on the stride grid, and is untouched when it fits already."""
+    tile, halo_px = (core_rows * stride, core_cols * stride), halo * stride
+    limit = (limit_rows and max(stride, limit_rows * 8), limit_cols and max(stride, limit_cols * 8))
+    (rows, cols), new_halo = reads_within(tile, halo_px, stride, limit)
+    assert rows % stride == 0 and cols % stride == 0 and new_halo % stride == 0
+    assert stride <= rows <= tile[0] and stride <= cols <= tile[1] and 0 <= new_halo <= halo_px
+    for side, bound in ((rows, limit[0]), (cols, limit[1])):
+        assert not bound or side + 2 * new_halo <= bound, (side, new_halo, bound)
+    fits = all(not bound or side + 2 * halo_px <= bound for side, bound in zip(tile, limit))
+    if fits:
+        assert ((rows, cols), new_halo) == (tile, halo_px)
+    if new_halo < halo_px:  # the halo gave way only where the smallest core with it did not fit
+        assert any(bound and stride + 2 * halo_px > bound for bound in limit)
+    assert reads_within(tile, halo_px, stride, None) == (tile, halo_px)
 
 
 def test_segment_tiles_a_larger_image_within_the_range(bounded: tuple[Path, nn.Module], tmp_path: Path) -> None:
