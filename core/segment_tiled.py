@@ -21,16 +21,8 @@ from .engine.mirror import canvas_width, cropped_sink, mirror_extra_bytes, mirro
 from .engine.multiscale import EXACT_WITH_SCALES, multiscale_extra_bytes, multiscale_runner, scaled_size
 from .engine.oom import FaultInjection
 from .engine.receptive_field import ReceptiveField, ReceptiveFieldError, compute_receptive_field
-from .engine.tile_plan import (
-    DEFAULT_MAX_TILE_BYTES,
-    FAST_HALO_STRIDES,
-    MIN_TILE_STRIDES,
-    BudgetTooSmallError,
-    TilingPlan,
-    choose_tiling,
-    default_budget,
-    eager_peak_estimator,
-)
+from .engine.tile_budget import DEFAULT_MAX_TILE_BYTES, default_budget, eager_peak_estimator
+from .engine.tile_plan import FAST_HALO_STRIDES, MIN_TILE_STRIDES, BudgetTooSmallError, TilingPlan, choose_tiling
 from .engine.tiling import (
     ArraySink,
     TileRunner,

@@ -9,15 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
-
-import psutil
-import torch
-from torch import fx, nn
 
 from ..memory import format_bytes
-from .graph_lock import symbolic_trace
-from .shapes import meta_copy
 
 Box = tuple[int, int, int, int]  # (top, bottom, left, right): rows [top, bottom), columns [left, right)
 TileBytes = Callable[[int, int], int]  # (tile rows, tile columns) -> predicted peak bytes for one tile
@@ -25,12 +18,6 @@ TileBytes = Callable[[int, int], int]  # (tile rows, tile columns) -> predicted 
 MODES = ("whole", "exact", "fast")
 FAST_HALO_STRIDES = 6  # fast halo: 192 px for stride 32; 99.93% label agreement at 2048 in 2x2 tiles (128 px: 99.42%)
 MIN_TILE_STRIDES = 2  # the smallest tile core, in total strides, before giving up on the device
-BUDGET_FRACTION_CPU = 0.5  # default budget: this share of the memory available now
-BUDGET_FRACTION_CUDA = 0.8  # ... or of the free CUDA memory
-# Under the default budget, no tile's estimated peak goes above this: larger tiles run no faster per pixel
-# (a 2048-px strip already beats a whole 1024 image), but each takes minutes with no progress line and no
-# chance to stop, and half of RAM is a budget no one chose. An explicit --memory-budget is used as given.
-DEFAULT_MAX_TILE_BYTES = 1_000_000_000
 
 
 class BudgetTooSmallError(ValueError):
@@ -137,7 +124,7 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
     fits). The budget covers the whole job: a tile gets what `held_bytes` (the image and its outputs, held
     throughout) leaves. Every grid of r rows and c columns of tiles is a candidate; its cost is the pixels its
     tiles read, halos included, and of the grids whose largest tile fits, the cheapest wins (ties: fewer tiles).
-    `max_tile_bytes` caps a tile's share further (the default budget's DEFAULT_MAX_TILE_BYTES). When none fits,
+    `max_tile_bytes` caps a tile's share further (tile_budget.DEFAULT_MAX_TILE_BYTES by default). When none fits,
     BudgetTooSmallError with `refuse_over_budget` (a budget the user gave), else the smallest tile, and the plan
     says it is over budget. `image_width`: the image's own width where `width` is a wider canvas (messages).
     `max_read_px`: the largest (rows, columns) the model takes in one pass, halo included (0: any side), for a
@@ -290,71 +277,3 @@ class _Axis:
 
 def _padded(pixels: int, stride: int) -> int:
     return -(-pixels // stride) * stride
-
-
-def default_budget(device: torch.device) -> int:
-    """A share of the memory free now: CUDA free memory, or the host's available memory."""
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free * BUDGET_FRACTION_CUDA)
-    return int(psutil.virtual_memory().available * BUDGET_FRACTION_CPU)
-
-
-def eager_peak_estimator(model: nn.Module, in_channels: int, probe_px: int = 128) -> Callable[[tuple[int, ...]], int]:
-    """A stand-in for Plan.estimate_peak when only the eager model runs: input shape -> bytes.
-
-    Replays the traced graph on meta tensors at probe_px x probe_px, freeing each value after its
-    last reader and counting a convolution's hidden output-sized reorder buffer, then scales
-    linearly with the pixel count (activations of a fully convolutional net do).
-    """
-    graph_module = symbolic_trace(model)
-    per_pixel = _replay_peak(graph_module, (1, in_channels, probe_px, probe_px)) / probe_px**2
-
-    def estimate(input_shape: tuple[int, ...]) -> int:
-        return int(per_pixel * input_shape[-2] * input_shape[-1])
-
-    return estimate
-
-
-def _replay_peak(graph_module: fx.GraphModule, input_shape: tuple[int, ...]) -> int:
-    meta = meta_copy(graph_module)
-    nodes = list(meta.graph.nodes)
-    last_use = {value: node for node in nodes for value in node.all_input_nodes}
-    env: dict[fx.Node, Any] = {}
-    live = peak = 0
-    with torch.inference_mode():
-        for node in nodes:
-            if node.op == "placeholder":
-                env[node] = torch.empty(input_shape, device="meta")
-                continue
-            if node.op == "output":
-                break
-            args = fx.node.map_arg(node.args, env.__getitem__)
-            kwargs = fx.node.map_arg(node.kwargs, env.__getitem__)
-            if node.op == "call_module":
-                value = meta.get_submodule(str(node.target))(*args, **kwargs)
-            elif node.op == "call_method":
-                value = getattr(args[0], str(node.target))(*args[1:], **kwargs)
-            elif node.op == "call_function":
-                value = node.target(*args, **kwargs)  # type: ignore[operator]
-            else:
-                value = getattr(meta, str(node.target))
-            env[node] = value
-            size = _nbytes(value) if all(value is not a for a in args) else 0  # a pass-through is no new tensor
-            reorder = size if node.op == "call_module" and isinstance(meta.get_submodule(str(node.target)),
-                                                                      nn.Conv2d) else 0
-            live += size
-            peak = max(peak, live + reorder)
-            for value_node in [v for v in node.all_input_nodes if last_use.get(v) is node]:
-                dead = env.pop(value_node)
-                if all(dead is not v for v in env.values()):
-                    live -= _nbytes(dead)
-    return peak
-
-
-def _nbytes(value: object) -> int:
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, (list, tuple)):
-        return sum(_nbytes(v) for v in value)
-    return 0

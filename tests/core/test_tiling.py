@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from leanseg.core.engine.receptive_field import compute_receptive_field
-from leanseg.core.engine.tile_plan import TilingPlan, choose_tiling, eager_peak_estimator
+from leanseg.core.engine.tile_budget import eager_peak_estimator
+from leanseg.core.engine.tile_plan import TilingPlan, choose_tiling
 from leanseg.core.engine.tiling import ArraySink, array_source, eager_runner, run_tiles
 from leanseg.core.events import JobCancelled, JobEvent
 from leanseg.core.io.images import ImageData

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from leanseg.core.engine.tile_plan import DEFAULT_MAX_TILE_BYTES, BudgetTooSmallError
+from leanseg.core.engine.tile_budget import DEFAULT_MAX_TILE_BYTES
+from leanseg.core.engine.tile_plan import BudgetTooSmallError
 from leanseg.core.engine.tiling import eager_runner, plan_runner
 from leanseg.core.events import JobCancelled
 from leanseg.core.model import MobileUNet, MobileUNetConfig
