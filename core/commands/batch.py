@@ -11,8 +11,10 @@ import argparse
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from ..cluster.ray_batch import RayOptions
 from ..events import JobEvent
@@ -79,36 +81,59 @@ def _run_locked(args: argparse.Namespace, settings: BatchSettings, ray_options: 
         return report_error(err)
     if segmenter is not None:
         print(describe_segmenter(segmenter))
-    stop, cancel = threading.Event(), threading.Event()
     sink = _ConsoleSink()
-
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        if not stop.is_set():
-            stop.set()
-            sink.note("stopping after the current image (Ctrl-C again to stop at once)")
-        elif not cancel.is_set():
-            cancel.set()
-            sink.note("stopping now; the image in flight will be redone on resume")
-        else:
-            raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        if ray_options is not None:
-            summary = run_on_ray(args, settings, ray_options, cancel=cancel, stop_after_current=stop, on_event=sink)
-        else:
-            assert segmenter is not None
-            with memory_logging(args.memory_log, segmenter.device, sink) as on_event:
-                summary = run_batch(settings, segmenter, cancel=cancel, stop_after_current=stop, on_event=on_event)
-    except (ManifestError, CommandError) as err:
-        return report_error(err)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        sink.close()
-    _print_summary(summary)
+    with _BatchInterrupts(sink.note) as ctrl_c:
+        try:
+            if ray_options is not None:
+                summary = run_on_ray(args, settings, ray_options, cancel=ctrl_c.cancel, stop_after_current=ctrl_c.stop,
+                                     on_event=sink)
+            else:
+                assert segmenter is not None
+                with memory_logging(args.memory_log, segmenter.device, sink) as on_event:
+                    summary = run_batch(settings, segmenter, cancel=ctrl_c.cancel, stop_after_current=ctrl_c.stop,
+                                        on_event=on_event)
+        except (ManifestError, CommandError) as err:
+            return report_error(err)
+        finally:
+            ctrl_c.over()
+            sink.close()
+        _print_summary(summary)
     if summary.cancelled:
         return 130
     return 0 if summary.all_ok else 1
+
+
+class _BatchInterrupts:
+    """Ctrl-C while a batch runs: the first stops after the current image, the second at once (the image in
+    flight is redone on resume), a third raises KeyboardInterrupt. Once the batch is `over()`, Ctrl-C is ignored
+    until the summary is out, so a late one cannot turn a finished batch's exit code into 130."""
+
+    def __init__(self, note: Callable[[str], None]) -> None:
+        self.stop, self.cancel, self._over = threading.Event(), threading.Event(), threading.Event()
+        self._note = note
+        self._previous: Any = None
+
+    def __enter__(self) -> _BatchInterrupts:
+        self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+    def over(self) -> None:
+        self._over.set()
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        if self._over.is_set():
+            return
+        if not self.stop.is_set():
+            self.stop.set()
+            self._note("stopping after the current image (Ctrl-C again to stop at once)")
+        elif not self.cancel.is_set():
+            self.cancel.set()
+            self._note("stopping now; the image in flight will be redone on resume")
+        else:
+            raise KeyboardInterrupt
 
 
 class _ConsoleSink:

@@ -58,9 +58,9 @@ class InstalledModel:
     problem: str = ""  # why the file cannot be opened ("" when it looks fine)
 
     def summary(self) -> str:
-        """One line: name, format, classes, size multiple, card."""
+        """One line: name, format, classes, size multiple, card; or why it cannot be opened (shown beside its path)."""
         if self.problem:
-            return f"{self.name} ({self.path.name}): cannot be opened: {self.problem}"
+            return f"cannot be opened: {self.problem}"
         classes = "classes from a probe" if self.classes is None else f"{self.classes} classes"
         multiple = f"size multiple {self.size_multiple}" if self.size_multiple else "size multiple from a probe"
         card = "no card: defaults" if self.card == "defaults" else f"card: {self.card}"

@@ -122,3 +122,24 @@ def test_ctrl_c_stops_after_the_current_image_and_resume_finishes(
     assert resumed.returncode == 0, resumed.stderr
     assert f"{len(finished)} finished before" in resumed.stdout
     assert {p.name for p in out.iterdir()} == _expected_names()
+
+
+def test_ctrl_c_after_the_batch_is_over_leaves_its_exit_code_alone() -> None:
+    """Real SIGINTs to this process: the first two stop the batch (after the image, then at once); once the batch
+    is over, another is ignored, so a Ctrl-C while the summary prints cannot make a finished batch exit 130."""
+    from leanseg.core.commands.batch import _BatchInterrupts
+
+    notes: list[str] = []
+    before = signal.getsignal(signal.SIGINT)
+    with _BatchInterrupts(notes.append) as ctrl_c:
+        signal.raise_signal(signal.SIGINT)
+        assert ctrl_c.stop.is_set() and not ctrl_c.cancel.is_set()
+        ctrl_c.over()
+        signal.raise_signal(signal.SIGINT)  # the default handler would raise KeyboardInterrupt here
+        assert not ctrl_c.cancel.is_set()
+        assert notes == ["stopping after the current image (Ctrl-C again to stop at once)"]
+    assert signal.getsignal(signal.SIGINT) is before
+    with _BatchInterrupts(notes.append) as ctrl_c, pytest.raises(KeyboardInterrupt):
+        for _ in range(3):
+            signal.raise_signal(signal.SIGINT)
+    assert ctrl_c.cancel.is_set() and signal.getsignal(signal.SIGINT) is before

@@ -136,6 +136,9 @@ def test_import_model_says_what_it_assumed_and_models_lists_the_bundle(
     checked = capsys.readouterr().out
     assert "bare.leanseg: opens: bare (bundle, 5 classes, size multiple 32" in checked
     assert checked.rstrip().endswith(" open, 0 cannot be opened")
+    (user / "junk.leanseg").write_bytes(b"not a model")
+    assert main(["models"]) == 1
+    assert "\n  junk.leanseg: cannot be opened: " in capsys.readouterr().out  # the file's name once, then why
 
 
 def test_import_model_with_a_card_given(models: dict[str, Path], tmp_path: Path,
