@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from ..io.images import ImageReadError, read_image
-from ..train.dataset import DatasetError, find_pairs
+from ..io.outputs import OutputPathError, atomic_write_bytes, check_can_create
+from ..train.dataset import DatasetError, check_label, find_pairs
 from ..train.frames import sequence_of
 from ..train.metrics import confusion_matrix, iou_per_class, mean_iou, pixel_accuracy
 from . import SUMMARIES
-from .common import CommandError, add_inference_options, build_segmenter, report_error
+from .common import CommandError, add_inference_options, build_segmenter, check_output_folder, report_error
 from .progress import ProgressBar
 
 
@@ -32,30 +33,32 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    target = args.json or args.out / f"eval_{args.split}.json"
     try:
+        _check_target(target, f"--json {target}: " if args.json else "--out ")
+        pairs = find_pairs(args.data, args.split)  # every file checked to exist before the model loads
         segmenter = build_segmenter(args)
-        info = segmenter.info
-        from ..train.dataset import DatasetSpec
-
-        spec = DatasetSpec(class_names=info.class_names, class_colours=info.class_colours,
-                           ignore_index=info.ignore_index)
-        pairs = find_pairs(args.data, args.split, spec)
-    except (CommandError, DatasetError) as err:
+    except (CommandError, DatasetError, OutputPathError) as err:
         return report_error(err)
+    info = segmenter.info
     k = info.config.num_classes
     matrix = np.zeros((k, k), np.int64)
     by_sequence: dict[str, np.ndarray] = {}
     frames: dict[str, int] = {}
     bar = ProgressBar(len(pairs), f"eval {args.split}", unit="img")
     started = time.perf_counter()
+    warned = False
     for image_path, label_path in pairs:
         try:
             truth = read_image(label_path).pixels
-            result = segmenter.segment(read_image(image_path))
-        except ImageReadError as err:
+            image = read_image(image_path)
+            check_label(truth, label_path, image.pixels.shape, image_path)
+            result = segmenter.segment(image)
+        except (ImageReadError, DatasetError) as err:
+            bar.close()
             return report_error(err)
-        if truth.shape != result.labels.shape:
-            return report_error(ValueError(f"{label_path}: size {truth.shape} differs from its image"))
+        if not warned and int(truth.max()) >= k:
+            warned = _warn_unknown_labels(truth, label_path, k, info.ignore_index, bar)
         frame_matrix = confusion_matrix(truth, result.labels, k)
         matrix += frame_matrix
         sequence = sequence_of(image_path)
@@ -67,23 +70,56 @@ def run(args: argparse.Namespace) -> int:
     width = max(len("pixel accuracy"), *(len(n) for n in info.class_names))
     print(f"| {'class'.ljust(width)} | IoU    |\n| {'-' * width} | ------ |")
     for name, iou in zip(info.class_names, ious):
-        print(f"| {name.ljust(width)} | {iou:.4f} |")
+        print(f"| {name.ljust(width)} | {_figure(iou)} |")
     miou, accuracy = mean_iou(matrix), pixel_accuracy(matrix)
-    print(f"| {'mean IoU'.ljust(width)} | {miou:.4f} |\n| {'pixel accuracy'.ljust(width)} | {accuracy:.4f} |")
+    print(f"| {'mean IoU'.ljust(width)} | {_figure(miou)} |\n| {'pixel accuracy'.ljust(width)} | {accuracy:.4f} |")
     payload = {
         "model": str(segmenter.loaded.path), "data": str(args.data), "split": args.split, "images": len(pairs),
         "engine": args.engine, "precision": args.precision, "mirror": segmenter.options.mirror,
         "scales": list(segmenter.options.scales), "seconds": time.perf_counter() - started,
         "per_class_iou": {n: (None if np.isnan(v) else float(v)) for n, v in zip(info.class_names, ious)},
-        "mean_iou": miou, "pixel_accuracy": accuracy, "confusion_matrix": matrix.tolist(),
+        "mean_iou": None if np.isnan(miou) else miou, "pixel_accuracy": accuracy, "confusion_matrix": matrix.tolist(),
     }
     if args.per_sequence:
         payload["per_sequence"] = _per_sequence(by_sequence, frames, info.class_names)
-    target = args.json or args.out / f"eval_{args.split}.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(payload, indent=1))
+    try:
+        atomic_write_bytes(target, json.dumps(payload, indent=1).encode())
+    except OutputPathError as err:  # checked at the start; the folder changed since
+        return report_error(err)
     print(f"written {target}", file=sys.stderr)
     return 0
+
+
+def _check_target(target: Path, prefix: str) -> None:
+    """CommandError or OutputPathError, before any work, when the JSON cannot be written at `target`;
+    `prefix` names the option that chose it. Creates nothing."""
+    if target.is_dir():
+        raise CommandError(f"{target} is a folder; give --json a file name such as {target / 'eval.json'}")
+    try:
+        check_output_folder(target.parent)
+    except CommandError as err:
+        raise CommandError(f"{prefix}{err}") from None
+    check_can_create(target)
+
+
+def _warn_unknown_labels(truth: np.ndarray, label_path: Path, k: int, ignore_index: int | None,
+                         bar: ProgressBar) -> bool:
+    """Warn (stderr) when `truth` holds values past the model's `k` classes other than the ignore index: they
+    count nowhere, so a model of other classes than the labels' scores quietly low. Returns whether it warned."""
+    values = sorted(set(np.unique(truth[truth >= k]).tolist()) - {ignore_index})
+    if not values:
+        return False
+    shown = f"{values[0]}..{values[-1]}" if len(values) > 2 and values[-1] - values[0] == len(values) - 1 \
+        else ", ".join(str(v) for v in values)
+    bar.print_above(f"warning: labels hold values {shown} the model does not have (its {k} classes: 0..{k - 1}), "
+                    f"e.g. {label_path}; they are left out of the figures: is this the model for these labels?",
+                    sys.stderr)
+    return True
+
+
+def _figure(value: float, width: int = 6) -> str:
+    """A table cell: `value` to 4 places, or n/a (NaN: a class absent from both labels and predictions)."""
+    return "n/a".ljust(width) if np.isnan(value) else f"{value:.4f}".ljust(width)
 
 
 def _per_sequence(matrices: dict[str, np.ndarray], frames: dict[str, int], class_names: tuple[str, ...]) -> dict:
@@ -93,10 +129,10 @@ def _per_sequence(matrices: dict[str, np.ndarray], frames: dict[str, int], class
     for sequence in sorted(matrices):
         matrix = matrices[sequence]
         ious = iou_per_class(matrix)
+        miou, accuracy = mean_iou(matrix), pixel_accuracy(matrix)
         figures[sequence] = {
-            "images": frames[sequence], "mean_iou": mean_iou(matrix), "pixel_accuracy": pixel_accuracy(matrix),
+            "images": frames[sequence], "mean_iou": None if np.isnan(miou) else miou, "pixel_accuracy": accuracy,
             "per_class_iou": {n: (None if np.isnan(v) else float(v)) for n, v in zip(class_names, ious)},
         }
-        print(f"| {sequence:<8} | {frames[sequence]:>6} | {figures[sequence]['mean_iou']:.4f}   | "
-              f"{figures[sequence]['pixel_accuracy']:.4f}         |")
+        print(f"| {sequence:<8} | {frames[sequence]:>6} | {_figure(miou, 8)} | {_figure(accuracy, 14)} |")
     return figures

@@ -7,10 +7,12 @@ import sys
 from pathlib import Path
 
 from ..assets import assets_dir
+from ..io.outputs import OutputPathError, check_can_create
 from ..train.dataset import DatasetError
 from ..train.options import MODEL_KINDS, PRECISIONS, TrainConfig
+from ..train.run_folder import TrainingInterrupted
 from . import SUMMARIES
-from .common import report_error
+from .common import CommandError, check_output_folder, report_error
 from .options import HELP_FORMATTER, add_device_option
 
 
@@ -73,7 +75,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--init-from", type=Path, default=None, metavar="CHECKPOINT",
                    help="start from this leanseg .safetensors checkpoint's weights (same model and classes) "
                         "instead of random ones: a second schedule after a finished run")
-    p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="continue the run in RUN_DIR from its last.pt (the same options; a new run if none)")
+    again.add_argument("--overwrite", action="store_true",
+                       help="start over in a RUN_DIR that holds a run: its last.pt, best.safetensors and "
+                            "history.json are replaced")
     p.add_argument("--export", type=Path, default=None, help="copy the best checkpoint here at the end")
     p.set_defaults(run=run)
 
@@ -101,10 +108,15 @@ def run(args: argparse.Namespace) -> int:
             lovasz_weight=args.lovasz, ohem_fraction=args.ohem, finetune_full_epochs=args.finetune_full_epochs,
             full_crop=tuple(args.full_crop), init_from=str(args.init_from or ""),
         )
-        command = "leanseg " + " ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--resume")
-        result = train(config, resume=args.resume, command=command, log=lambda line: print(line, flush=True))
-    except (ValueError, DatasetError) as err:
+        _check_run_folder(args.out)
+        command = "leanseg " + " ".join(shlex.quote(a) for a in sys.argv[1:] if a not in ("--resume", "--overwrite"))
+        result = train(config, resume=args.resume, overwrite=args.overwrite, command=command,
+                       log=lambda line: print(line, flush=True))
+    except (ValueError, DatasetError, CommandError, OutputPathError) as err:
         return report_error(err)
+    except TrainingInterrupted as stop:
+        print(stop, file=sys.stderr)
+        return 130
     if result["best_miou"] >= 0:
         print(f"best val mIoU {result['best_miou']:.4f}: {result['best_path']}")
     else:
@@ -112,6 +124,16 @@ def run(args: argparse.Namespace) -> int:
     if args.export:
         print(f"exported to {export_best(args.out, args.export)}")
     return 0
+
+
+def _check_run_folder(out: Path) -> None:
+    """CommandError or OutputPathError, before any work, when --out cannot hold a run: a file, or a place
+    where nothing can be created; creates nothing."""
+    try:
+        check_output_folder(out)
+    except CommandError as err:
+        raise CommandError(f"--out {err}") from None
+    check_can_create(out / "last.pt")
 
 
 def _splits(given: str | None, holdout: str) -> tuple[str, ...]:

@@ -53,6 +53,17 @@ def new_temp_file(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
+def check_can_create(path: Path) -> None:
+    """OutputPathError unless a file can be made where `path`, or its first folder still to be created, goes:
+    a probe file there, removed at once. It catches what permission bits do not (root on /proc, a full disk)."""
+    first_missing = path
+    while not first_missing.parent.exists() and first_missing.parent != first_missing:
+        first_missing = first_missing.parent
+    fd, probe = new_temp_file(first_missing)
+    os.close(fd)
+    os.unlink(probe)
+
+
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
     """Call `write(handle)` on a temp file beside `path`, fsync, then rename it over `path`: readers see either
     nothing (or the old file) or the whole new file, and a failed write leaves no temp file behind."""

@@ -49,20 +49,20 @@ def load_spec(path: str | Path) -> DatasetSpec:
         raise DatasetError(f"{path}: not a valid dataset spec ({type(err).__name__}: {err})") from err
 
 
-def find_pairs(data_dir: str | Path, split: str, spec: DatasetSpec) -> list[tuple[Path, Path]]:
-    """Pairs from the split's list file (`img lbl` per line), else `split/images` + `split/labels` by name."""
+def find_pairs(data_dir: str | Path, split: str, spec: DatasetSpec | None = None) -> list[tuple[Path, Path]]:
+    """Pairs from the split's list file (`img lbl` per line), else `split/images` + `split/labels` by name.
+
+    `spec.splits` may name a split's list file (default SPLIT.txt). Every file a list names must exist:
+    a missing one is named now, before any pair is read."""
     data_dir = Path(data_dir)
-    list_file = data_dir / spec.splits.get(split, f"{split}.txt")
+    if not data_dir.is_dir():
+        state = "is a file, not a folder" if data_dir.exists() else "does not exist"
+        raise DatasetError(f"data folder {data_dir} {state}; give --data the folder that holds the split list "
+                           "files (train.txt, val.txt) or the split folders (train/images, train/labels)")
+    named = spec.splits if spec is not None else {}
+    list_file = data_dir / named.get(split, f"{split}.txt")
     if list_file.is_file():
-        pairs = []
-        for number, line in enumerate(list_file.read_text().splitlines(), 1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 2:
-                raise DatasetError(f"{list_file}:{number}: expected 'IMAGE LABEL', got {line!r}")
-            pairs.append((data_dir / parts[0], data_dir / parts[1]))
-        return pairs
+        return _listed_pairs(data_dir, list_file)
     for root in (data_dir / split, data_dir):
         images, labels = root / "images", root / "labels"
         if images.is_dir() and labels.is_dir():
@@ -70,10 +70,54 @@ def find_pairs(data_dir: str | Path, split: str, spec: DatasetSpec) -> list[tupl
             pairs = [(p, label_by_stem[p.stem]) for p in sorted(images.iterdir()) if p.stem in label_by_stem]
             if pairs:
                 return pairs
+    found = _splits_in(data_dir, named)
+    if found:
+        raise DatasetError(f"{data_dir}: no '{split}' split (no {list_file.name}, no {split}/images and "
+                           f"{split}/labels); splits there: {', '.join(found)}")
     raise DatasetError(
         f"{data_dir}: no '{split}' data: expected a list file {list_file.name} of 'IMAGE LABEL' lines, "
         f"or folders {split}/images and {split}/labels with matching names"
     )
+
+
+def _splits_in(data_dir: Path, named: dict[str, str] | None = None) -> list[str]:
+    """The splits `data_dir` offers: its list files (NAME.txt, or as `named` maps them) and its NAME/images +
+    NAME/labels folders, sorted."""
+    found = {name for name, file in (named or {}).items() if (data_dir / file).is_file()}
+    found |= {path.stem for path in data_dir.glob("*.txt")}
+    found |= {path.name for path in data_dir.iterdir() if (path / "images").is_dir() and (path / "labels").is_dir()}
+    return sorted(found)
+
+
+def _listed_pairs(data_dir: Path, list_file: Path) -> list[tuple[Path, Path]]:
+    """The pairs of a list file of `IMAGE LABEL` lines (paths relative to `data_dir`), each file checked to exist."""
+    pairs = []
+    for number, line in enumerate(list_file.read_text().splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 2:
+            raise DatasetError(f"{list_file}:{number}: expected 'IMAGE LABEL', got {line!r}")
+        pairs.append((data_dir / parts[0], data_dir / parts[1]))
+    missing = [path for pair in pairs for path in pair if not path.is_file()]
+    if missing:
+        which = "" if len(missing) == 1 else ", the first"
+        raise DatasetError(f"{list_file} names {len(missing)} missing file{'s' if len(missing) > 1 else ''} "
+                           f"(of {2 * len(pairs)}){which}: {missing[0]}")
+    return pairs
+
+
+def check_label(label: np.ndarray, label_path: Path, image_shape: tuple[int, ...], image_path: Path) -> None:
+    """DatasetError unless `label` is one channel of the size of its image (`image_shape`: (H, W, ...))."""
+    if label.ndim != 2:
+        raise DatasetError(f"{label_path}: labels must be one channel of class indices, got {label.shape}")
+    if label.shape != tuple(image_shape[:2]):
+        raise DatasetError(f"label {label_path} is {_size(label.shape)} (width x height), its image {image_path} "
+                           f"{_size(image_shape)}: a label must match its image pixel for pixel")
+
+
+def _size(shape: tuple[int, ...]) -> str:
+    return f"{shape[1]}x{shape[0]} px"
 
 
 class PairCache:
@@ -90,10 +134,7 @@ class PairCache:
                 label = read_image(label_path).pixels
             except ImageReadError as err:
                 raise DatasetError(str(err)) from err
-            if label.ndim != 2:
-                raise DatasetError(f"{label_path}: labels must be one channel of class indices, got {label.shape}")
-            if label.shape != image.shape[:2]:
-                raise DatasetError(f"{label_path}: size {label.shape} differs from image {image.shape[:2]}")
+            check_label(label, label_path, image.shape, image_path)
             self.images.append(image)
             self.labels.append(label.astype(np.uint8))
 

@@ -7,7 +7,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +30,10 @@ from .lean import autocast_for
 from .losses import segmentation_loss
 from .metrics import iou_per_class, mean_iou
 from .options import TrainConfig
-from .state import load_state, save_state
+from .run_folder import TrainingInterrupted, config_dict, open_run, start_writing
+from .state import save_state
 
 Log = Callable[[str], None]
-LOCATIONS = ("data_dir", "spec_path", "out_dir", "init_from")  # TrainConfig fields a resume may change
-# (init_from: the starting weights are in the resume state by then)
 
 
 def model_for(config: TrainConfig, spec: DatasetSpec) -> nn.Module:
@@ -49,20 +48,42 @@ def class_weights(frequencies: np.ndarray, exponent: float) -> torch.Tensor:
     return torch.tensor(weights, dtype=torch.float32)
 
 
-def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: Log = print) -> dict:
-    """Train to `config.epochs`; returns the history. Killed at any point, `resume=True` continues."""
+def warmup_fraction(total_steps: int) -> float:
+    """The one-cycle schedule's rising share: a tenth of the steps, at least two steps in a short run. Torch's
+    OneCycleLR divides by zero when the rise is exactly one step (10 steps at 0.1)."""
+    if total_steps >= 20:
+        return 0.1
+    return 2 / total_steps if total_steps >= 4 else 0.3
+
+
+@dataclass
+class _Saved:
+    epochs: int  # epochs the run folder's last.pt holds: where a resume continues
+
+
+def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False, command: str = "",
+          log: Log = print) -> dict:
+    """Train to `config.epochs`; returns the history. Killed at any point, `resume=True` continues; a folder
+    that holds a run is refused (RunFolderError) unless resumed or `overwrite`. Ctrl-C raises
+    TrainingInterrupted, which says what to run next."""
+    state = open_run(config, resume=resume, overwrite=overwrite, log=log)  # refusals come before any data loads
+    saved = _Saved(epochs=state["epoch"] if state is not None else 0)
+    try:
+        return _train(config, state, command, log, saved)
+    except KeyboardInterrupt:
+        raise TrainingInterrupted(Path(config.out_dir), saved.epochs, config.epochs) from None
+
+
+def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log: Log, saved: _Saved) -> dict:
+    """`train` from the checked resume `state` (None: a new run); `saved.epochs` follows each last.pt written."""
     out_dir = Path(config.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob(".*.tmp"):  # left by a run killed while writing; the real files are intact
-        stale.unlink()
     device = resolve_device(config.device)
     spec = load_spec(config.spec_path)
     ignore = spec.ignore_index if spec.ignore_index is not None else 255
     torch.manual_seed(config.seed)
     model = model_for(config, spec)
     state_path = out_dir / "last.pt"
-    resuming = resume and state_path.is_file()
-    parent = _load_initial_weights(model, config, spec) if config.init_from and not resuming else None
+    parent = _load_initial_weights(model, config, spec) if config.init_from and state is None else None
     model = model.to(device).to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     ema = WeightAverage(model, config.ema_decay) if config.ema_decay else None  # before checkpointing wraps it
     if config.checkpointing:  # the segments a cost model picks for batches of this shape
@@ -74,18 +95,17 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
     log(f"loading {len(train_pairs)} training pairs and {len(val_pairs)} validation pairs from {config.data_dir}")
     train_data = PairCache(train_pairs)
     val_data = PairCache(val_pairs) if val_pairs else None
+    start_writing(out_dir, fresh=state is None, log=log)
     weights = class_weights(train_data.class_frequencies(spec.num_classes), config.class_weighting).to(device)
     steps_per_epoch = max(1, len(train_data) // config.batch_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.OneCycleLR(
-        optimizer, max_lr=config.lr, total_steps=config.epochs * steps_per_epoch, pct_start=0.1
+        optimizer, max_lr=config.lr, total_steps=config.epochs * steps_per_epoch,
+        pct_start=warmup_fraction(config.epochs * steps_per_epoch),
     )
     history: list[dict] = []
     best_miou, start_epoch = -1.0, 0
-    if resuming:
-        state = load_state(state_path)
-        if _training_options(_with_defaults(state["config"])) != _training_options(_config_dict(config)):
-            raise ValueError(f"{state_path}: this run was started with other options; resume with the same ones")
+    if state is not None:  # open_run checked its options
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -93,9 +113,6 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
             ema.load_state_dict(state["ema"])
         start_epoch, best_miou, history = state["epoch"], state["best_miou"], json.loads(state["history"])
         parent = json.loads(state["initial_weights"]) if "initial_weights" in state else None
-        if bool(config.init_from) != (parent is not None):
-            raise ValueError(f"{state_path}: this run was started {'without' if parent is None else 'with'} "
-                             "--init-from; resume it the same way")
         log(f"resuming after epoch {start_epoch}" + (f" (best val mIoU {best_miou:.4f})" if best_miou >= 0 else ""))
     for epoch in range(start_epoch, config.epochs):
         started = time.perf_counter()
@@ -126,12 +143,13 @@ def train(config: TrainConfig, *, resume: bool = False, command: str = "", log: 
             save_checkpoint(out_dir / "best.safetensors", scored,
                             _model_info(config, spec, epoch + 1, None, command, parent))
         save_state(state_path, {
-            "config": _config_dict(config), "epoch": epoch + 1, "best_miou": best_miou,
+            "config": config_dict(config), "epoch": epoch + 1, "best_miou": best_miou,
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "history": json.dumps(history),
             **({"ema": ema.state_dict()} if ema is not None else {}),
             **({"initial_weights": json.dumps(parent)} if parent is not None else {}),
         })
+        saved.epochs = epoch + 1
         (out_dir / "history.json").write_text(json.dumps(history, indent=1))
         log(line)  # after the state: a printed epoch is one a resume continues from
     return {"history": history, "best_miou": best_miou, "best_path": str(out_dir / "best.safetensors")}
@@ -169,41 +187,28 @@ def _train_epoch(model: nn.Module, ema: WeightAverage | None, data: PairCache, o
     bar = ProgressBar(steps * config.batch_size, f"epoch {epoch + 1}/{config.epochs}", unit="img", stream=sys.stderr)
     model.train()
     total = 0.0
-    for step in range(steps):
-        batch = [augment(data.images[i], data.labels[i], augment_config, rng, ignore)
-                 for i in order[step * config.batch_size : (step + 1) * config.batch_size]]
-        x = to_batch([b[0] for b in batch], device)
-        y = torch.from_numpy(np.stack([b[1] for b in batch])).to(device).long()
-        with autocast_for(device, config.precision):
-            logits = model(x)
-        loss = segmentation_loss(logits, y, class_weights=weights, ignore_index=ignore,
-                                 label_smoothing=config.label_smoothing, lovasz_weight=config.lovasz_weight,
-                                 hardest_fraction=config.ohem_fraction)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
-        if ema is not None:
-            ema.update(model)
-        total += loss.item()
-        bar.update(len(batch), postfix=f"loss {total / (step + 1):.4f}")
-    bar.close()
+    try:
+        for step in range(steps):
+            batch = [augment(data.images[i], data.labels[i], augment_config, rng, ignore)
+                     for i in order[step * config.batch_size : (step + 1) * config.batch_size]]
+            x = to_batch([b[0] for b in batch], device)
+            y = torch.from_numpy(np.stack([b[1] for b in batch])).to(device).long()
+            with autocast_for(device, config.precision):
+                logits = model(x)
+            loss = segmentation_loss(logits, y, class_weights=weights, ignore_index=ignore,
+                                     label_smoothing=config.label_smoothing, lovasz_weight=config.lovasz_weight,
+                                     hardest_fraction=config.ohem_fraction)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            if ema is not None:
+                ema.update(model)
+            total += loss.item()
+            bar.update(len(batch), postfix=f"loss {total / (step + 1):.4f}")
+    finally:  # Ctrl-C too: a terminal's bar stops, so what follows prints below it
+        bar.close()
     return total / steps
-
-
-def _config_dict(config: TrainConfig) -> dict:
-    return json.loads(json.dumps(asdict(config)))
-
-
-def _with_defaults(stored: dict) -> dict:
-    """A resume state's options, with the defaults of options added since it was written."""
-    return {**_config_dict(TrainConfig(data_dir="", spec_path="", out_dir="")), **stored}
-
-
-def _training_options(config: dict) -> dict:
-    """The options a resume must repeat: all but where the data, spec, run folder and --init-from checkpoint
-    live (its weights are in the state by then), so a committed last.pt continues in another checkout."""
-    return {key: value for key, value in config.items() if key not in LOCATIONS}
 
 
 def _model_info(config: TrainConfig, spec: DatasetSpec, epochs: int, miou: float | None, command: str,
@@ -215,7 +220,7 @@ def _model_info(config: TrainConfig, spec: DatasetSpec, epochs: int, miou: float
                     "holdout_sequence": config.holdout_sequence, "selected_on": _selected_on(config),
                     "command": command, "epochs": epochs, "of_epochs": config.epochs,
                     "val_miou": None if miou is None else round(miou, 4), "ema": bool(config.ema_decay),
-                    "train_config": _config_dict(config),
+                    "train_config": config_dict(config),
                     **({"initial_weights": parent} if parent is not None else {})},
     )
 

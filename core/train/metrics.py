@@ -22,7 +22,9 @@ def iou_per_class(matrix: np.ndarray) -> np.ndarray:
 
 
 def mean_iou(matrix: np.ndarray) -> float:
-    return float(np.nanmean(iou_per_class(matrix)))
+    """Mean IoU over the classes in truth or prediction; NaN when there are none (every label ignored)."""
+    ious = iou_per_class(matrix)
+    return float("nan") if np.isnan(ious).all() else float(np.nanmean(ious))
 
 
 def pixel_accuracy(matrix: np.ndarray) -> float:

@@ -115,7 +115,7 @@ def test_resume_with_other_options_is_refused(tmp_path: Path) -> None:
     args = train_args(data, tmp_path / "r", epochs=1)
     args[args.index("--lr") + 1] = "0.02"
     second = subprocess.run(args + ["--resume"], capture_output=True, text=True, timeout=600)
-    assert second.returncode == 2 and "other options" in second.stderr
+    assert second.returncode == 2 and "other options: --lr 0.01, not 0.02;" in second.stderr
 
 
 def test_eval_reports_perfect_iou_when_labels_are_the_predictions(tmp_path: Path, tiny_checkpoint: Path) -> None:

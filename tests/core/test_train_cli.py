@@ -1,0 +1,155 @@
+"""`leanseg train` at its boundaries: where it may write, what a run folder already holds, what a resume
+differs in, missing data, and Ctrl-C; each refusal one line, exit 2, before any work and creating nothing."""
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from .test_train import make_dataset, train_args
+from .unwritable import make_unwritable
+
+
+def leanseg_train(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, timeout=600)
+
+
+def assert_refused(result: subprocess.CompletedProcess, *wording: str) -> None:
+    """Exit 2 with one `leanseg: error:` line holding each of `wording`, before any frame loaded."""
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("leanseg: error: "), result.stderr
+    for words in wording:
+        assert words in result.stderr, result.stderr
+    assert "loading" not in result.stdout
+
+
+def test_an_out_that_cannot_hold_a_run_is_refused_before_any_work(tmp_path: Path) -> None:
+    data = make_dataset(tmp_path / "data", train=2, val=1)
+    afile = tmp_path / "afile"
+    afile.write_text("notes")
+    assert_refused(leanseg_train(train_args(data, afile, epochs=1)), f"--out {afile}", "it is a file")
+    assert_refused(leanseg_train(train_args(data, afile / "run", epochs=1)), f"{afile} is a file")
+    assert afile.read_text() == "notes"
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    undo = make_unwritable(locked)
+    try:
+        assert_refused(leanseg_train(train_args(data, locked / "run", epochs=1)), str(locked))
+    finally:
+        undo()
+    assert list(locked.iterdir()) == []
+
+
+def test_a_folder_that_holds_a_run_is_refused_unless_resumed_or_overwritten(tmp_path: Path) -> None:
+    data = make_dataset(tmp_path / "data", train=2, val=1)
+    run = tmp_path / "run"
+    first = leanseg_train(train_args(data, run, epochs=1))
+    assert first.returncode == 0, first.stderr
+    held = {name: (run / name).read_bytes() for name in ("last.pt", "best.safetensors", "history.json")}
+
+    again = leanseg_train(train_args(data, run, epochs=1))
+    assert_refused(again, f"{run} already holds a run (last.pt, best.safetensors, history.json, 1 epoch trained)",
+                   "pass --resume to continue it or --overwrite to start over")
+    assert {name: (run / name).read_bytes() for name in held} == held
+
+    both = leanseg_train(train_args(data, run, epochs=1) + ["--resume", "--overwrite"])
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+    (run / "last.pt").unlink()  # weights and history but nothing to resume from: not started over quietly
+    assert_refused(leanseg_train(train_args(data, run, epochs=1) + ["--resume"]),
+                   f"{run} holds best.safetensors, history.json but no last.pt", "--overwrite")
+
+    over = leanseg_train(train_args(data, run, epochs=1) + ["--overwrite"])
+    assert over.returncode == 0, over.stderr
+    assert "removed the previous run's best.safetensors, history.json" in over.stdout
+    assert torch.load(run / "last.pt", weights_only=True)["epoch"] == 1
+
+
+def test_a_resume_with_other_options_names_each_one_before_the_data_loads(tmp_path: Path) -> None:
+    data = make_dataset(tmp_path / "data", train=2, val=1)
+    run = tmp_path / "run"
+    first = leanseg_train(train_args(data, run, epochs=1) + ["--checkpointing"])
+    assert first.returncode == 0, first.stderr
+    args = train_args(data, run, epochs=1)
+    args[args.index("--lr") + 1] = "0.001"
+    args[args.index("--crop") + 1 : args.index("--crop") + 3] = ["40", "48"]
+    refused = leanseg_train(args + ["--train-splits", "train,val", "--resume"])
+    assert_refused(refused, f"{run / 'last.pt'}: this run was started with other options",
+                   "--crop 32 32, not 40 48", "--lr 0.01, not 0.001", "--checkpointing on, not off",
+                   "--train-splits train, not train,val")
+
+
+def test_resume_with_nothing_to_resume_says_so_and_starts_a_new_run(tmp_path: Path) -> None:
+    data = make_dataset(tmp_path / "data", train=2, val=1)
+    run = tmp_path / "run"
+    result = leanseg_train(train_args(data, run, epochs=1) + ["--resume"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"nothing to resume in {run} (no last.pt); starting a new run\n")
+    assert (run / "last.pt").is_file()
+
+
+def test_data_that_cannot_be_used_is_named_and_nothing_is_created(tmp_path: Path) -> None:
+    run = tmp_path / "rb1"
+    data = make_dataset(tmp_path / "data", train=2, val=1)
+    (tmp_path / "afile").write_text("")
+    for where, wording in (("nope", "does not exist"), ("afile", "is a file, not a folder")):
+        args = train_args(tmp_path / where, run, epochs=1)
+        args[args.index("--spec") + 1] = str(data / "spec.json")
+        assert_refused(leanseg_train(args), f"data folder {tmp_path / where} {wording}")
+    assert_refused(leanseg_train(train_args(data, run, epochs=1) + ["--val-split", "tset"]),
+                   "no 'tset' split", "splits there: train, val")
+    cv2.imwrite(str(data / "train" / "labels" / "f01.png"), np.zeros((30, 40), np.uint8))
+    refused = leanseg_train(train_args(data, run, epochs=1))
+    assert refused.returncode == 2
+    assert (f"label {data / 'train' / 'labels' / 'f01.png'} is 40x30 px (width x height), its image "
+            f"{data / 'train' / 'images' / 'f01.png'} 48x48 px") in refused.stderr
+    assert not run.exists()
+
+
+def test_ctrl_c_says_what_last_pt_holds_and_how_to_continue(tmp_path: Path) -> None:
+    data = make_dataset(tmp_path / "data", train=6, val=1)
+    run = tmp_path / "run"
+    args = train_args(data, run, epochs=5)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("epoch 1/5"):
+            proc.send_signal(signal.SIGINT)
+            break
+    _, stderr = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before Ctrl-C arrived")
+    assert proc.returncode == 130, stderr
+    saved = torch.load(run / "last.pt", weights_only=True)["epoch"]
+    held = "epoch 1" if saved == 1 else f"epochs 1-{saved}"
+    assert (f"interrupted in epoch {saved + 1}/5: run the same command with --resume to continue from epoch "
+            f"{saved + 1} ({run / 'last.pt'} holds {held})") in stderr
+    assert "Traceback" not in stderr
+
+    resumed = leanseg_train(args + ["--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming after epoch {saved}" in resumed.stdout
+
+
+def test_every_short_run_has_a_one_cycle_schedule_torch_can_step() -> None:
+    """Torch's OneCycleLR divided by zero at exactly 10 steps (5 epochs of 4 images at batch 2) with a warm-up
+    of a tenth; the schedule `train` builds steps to its end at any length, rises and falls."""
+    from leanseg.core.train.loop import warmup_fraction
+
+    for total in range(1, 60):
+        optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=0.01)
+        schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.01, total_steps=total,
+                                                       pct_start=warmup_fraction(total))
+        rates = []
+        for _ in range(total):
+            rates.append(schedule.get_last_lr()[0])
+            optimizer.step()
+            schedule.step()
+        assert max(rates) <= 0.01 and (total < 3 or rates[-1] < max(rates)), (total, rates)
+    assert warmup_fraction(1000) == 0.1  # long runs (the shipped recipe's) keep a tenth
