@@ -1,10 +1,16 @@
-"""Text that must fit the status bar: cut at a word, with an ellipsis, so a cut never reads as a typo."""
+"""Text that must fit the status bar: cut at a word, with an ellipsis, so a cut never reads as a typo; and the
+permanent fields beside the message, which give up their width (cut at a word, whole in their tooltips) before
+the message is cut."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, Signal
 from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import QLabel, QStatusBar
 
 ELLIPSIS = "…"
+FIELD_MIN_PX = 56  # the narrowest a squeezed field gets: a word or two of it stays in view
+MESSAGE_MARGIN_PX = 8  # what QStatusBar keeps around its message: 6 px on its left, 2 px before the first field
+STATUS_MESSAGE_MARGIN_PX = 16  # before the bar is laid out: its margins and the size grip
 
 
 def elide_at_word(text: str, metrics: QFontMetrics, width_px: int) -> str:
@@ -15,3 +21,115 @@ def elide_at_word(text: str, metrics: QFontMetrics, width_px: int) -> str:
     if len(kept) < len(text) and not text[len(kept)].isspace() and " " in kept.strip():
         kept = kept.rstrip().rsplit(" ", 1)[0]  # drop the word the cut went through
     return kept.rstrip(" ,;:·-") + ELLIPSIS
+
+
+def squeeze(widths: list[int], budget_px: int) -> list[int]:
+    """The widths, the widest cut down to one common cap, so that together they take at most `budget_px`
+    (never below FIELD_MIN_PX, or their own width where that is less)."""
+    if sum(widths) <= budget_px:
+        return list(widths)
+    cap = max(widths)
+    while cap > FIELD_MIN_PX and sum(min(width, cap) for width in widths) > budget_px:
+        cap -= 1
+    return [min(width, cap) for width in widths]
+
+
+class StatusField(QLabel):
+    """A permanent field of the status bar that can be squeezed. `text()` is the whole text the window set; the
+    field shows as much of it as `show_within` allows, cut at a word, and then has the whole in its tooltip."""
+
+    changed = Signal()
+
+    def __init__(self) -> None:
+        super().__init__("")
+        self.setObjectName("statusField")
+        self._text = ""
+        self._tooltip = ""  # what the window set; a squeezed field adds its whole text above it
+        self._width_px = 1 << 20  # the most the field may take
+
+    def text(self) -> str:
+        return self._text
+
+    def setText(self, text: str) -> None:
+        self._text = text
+        self._show()
+        self.changed.emit()
+
+    def setToolTip(self, tooltip: str) -> None:
+        self._tooltip = tooltip
+        self._show()
+
+    def shown_text(self) -> str:
+        """What the field shows: its text, or as much of it as fits, cut at a word with "…"."""
+        return super().text()
+
+    def whole_width(self) -> int:
+        """Pixels the field takes with its whole text: the text and the style's padding and border."""
+        return self.fontMetrics().horizontalAdvance(self._text) + self._chrome_px()
+
+    def show_within(self, width_px: int) -> None:
+        self._width_px = width_px
+        self._show()
+
+    def minimumSizeHint(self) -> QSize:
+        """A field never holds the bar (and the window) wider than FIELD_MIN_PX: it is squeezed instead."""
+        hint = super().minimumSizeHint()
+        return QSize(min(hint.width(), FIELD_MIN_PX), hint.height())
+
+    def _chrome_px(self) -> int:
+        return super().sizeHint().width() - self.fontMetrics().horizontalAdvance(super().text())
+
+    def _show(self) -> None:
+        shown = elide_at_word(self._text, self.fontMetrics(), self._width_px - self._chrome_px())
+        super().setText(shown)
+        whole = self._text if shown != self._text else ""
+        super().setToolTip("\n\n".join(part for part in (whole, self._tooltip) if part))
+
+
+class StatusFields(QObject):
+    """The status bar's permanent fields, by key. While a message is shown, the fields give it the width it needs,
+    the widest first, down to FIELD_MIN_PX each; only a message longer than that leaves is cut."""
+
+    def __init__(self, bar: QStatusBar, keys: tuple[str, ...]) -> None:
+        super().__init__(bar)
+        self.bar = bar
+        self.labels = {key: StatusField() for key in keys}
+        for label in self.labels.values():
+            bar.addPermanentWidget(label)
+            label.changed.connect(self.fit)
+        bar.messageChanged.connect(self.fit)
+        bar.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.bar and event.type() == QEvent.Type.Resize:
+            self.fit()
+        return False
+
+    def message_room(self) -> int:
+        """The most pixels a message can have: the bar less its fields squeezed as far as they go."""
+        wholes = [label.whole_width() for label in self._shown()]
+        return self._free_px() - sum(squeeze(wholes, 0))
+
+    def fit(self) -> None:
+        """Squeeze the fields just enough for the current message (all of them whole when there is none)."""
+        message = self.bar.currentMessage()
+        needed = self.bar.fontMetrics().horizontalAdvance(message) if message else 0
+        labels = self._shown()
+        widths = squeeze([label.whole_width() for label in labels], self._free_px() - needed)
+        for label, width in zip(labels, widths):
+            label.show_within(width)
+        layout = self.bar.layout()
+        if layout is not None:
+            layout.activate()  # at once: a caller may read where the fields are now
+
+    def _shown(self) -> list[StatusField]:
+        return [label for label in self.labels.values() if not label.isHidden()]
+
+    def _free_px(self) -> int:
+        """Pixels for the message and the fields together: the bar less its margins, spacing and size grip."""
+        labels = [label for label in self._shown() if label.isVisible() and label.width() > 0]
+        if not labels:
+            return self.bar.width() - STATUS_MESSAGE_MARGIN_PX - MESSAGE_MARGIN_PX
+        right_end = max(label.geometry().right() + 1 for label in labels)
+        spacing = right_end - min(label.x() for label in labels) - sum(label.width() for label in labels)
+        return right_end - spacing - MESSAGE_MARGIN_PX

@@ -37,19 +37,20 @@ from .menus import build_menus
 from .model_events import ModelEventsMixin
 from .notes import image_notes
 from .settings import AppSettings
-from .status_text import elide_at_word
+from .status_text import StatusFields, elide_at_word
 
 MEMORY_SHARE = 0.25  # the most of the window's height the memory dock keeps when the window is made lower
-STATUS_MESSAGE_MARGIN_PX = 16  # what the status bar keeps around a message (its margins, the size grip)
 
 
 def _scrolling(panel: QWidget) -> QScrollArea:
-    """`panel` in a frameless scroll area: a short dock scrolls it instead of squashing its controls."""
+    """`panel` in a frameless scroll area: a short dock scrolls it instead of squashing its controls, and is never
+    narrower than the panel beside its vertical scroll bar (it has no sideways one: nothing may be cut off)."""
     area = QScrollArea()
     area.setWidget(panel)
     area.setWidgetResizable(True)
     area.setFrameShape(QFrame.Shape.NoFrame)
     area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    area.setMinimumWidth(panel.minimumSizeHint().width() + area.verticalScrollBar().sizeHint().width())
     return area
 
 
@@ -133,14 +134,12 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
 
     def _build_status_bar(self) -> None:
         self.hover_label = QLabel("")
-        self.status_labels = {key: QLabel("") for key in ("device", "model", "size", "time", "peak")}
         bar = self.statusBar()
         self._status_error = ("", "")  # the status-bar line of the last error and its whole text
         bar.messageChanged.connect(self._on_status_message)
         bar.addWidget(self.hover_label, 1)
-        for label in self.status_labels.values():
-            label.setObjectName("statusField")
-            bar.addPermanentWidget(label)
+        self.status_fields = StatusFields(bar, ("device", "model", "size", "time", "peak"))  # squeezed for a message
+        self.status_labels = self.status_fields.labels
 
     def _connect(self) -> None:
         worker = self.controller.worker
@@ -242,16 +241,10 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
         """`message` in the status bar, reason first and files by name, cut at a word with "…" where the bar is
         too narrow; the whole text in its tooltip."""
         bar = self.statusBar()
-        line = elide_at_word(status_line(message), bar.fontMetrics(), self._status_message_width())
+        line = elide_at_word(status_line(message), bar.fontMetrics(), self.status_fields.message_room())
         self._status_error = (line, message)
         bar.showMessage(line, timeout_ms)
         bar.setToolTip(message)
-
-    def _status_message_width(self) -> int:
-        """Pixels the status bar has for a message: from its left edge to the first permanent field shown."""
-        bar = self.statusBar()
-        shown = [label.x() for label in self.status_labels.values() if label.isVisible() and label.width() > 0]
-        return min(shown, default=bar.width()) - STATUS_MESSAGE_MARGIN_PX
 
     def _on_status_message(self, line: str) -> None:
         if line != self._status_error[0]:  # the error's line is gone: so is its tooltip

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QPushButton, Q
 from leanseg.core.memory import format_bytes
 
 from ..style import VIEW_BACKGROUND
+from .axis import SparseAxis
 
 MB = 1e6
 WINDOW_S = 30.0  # seconds the time axis spans; it jumps ahead in steps so the axes are not redrawn every tick
@@ -58,7 +59,8 @@ class MemoryPanel(QWidget):
     def __init__(self, monitor: MemoryMonitorLike | None = None, refresh_ms: int = 200) -> None:
         super().__init__()
         self.monitor: MemoryMonitorLike | None = None
-        self.plot = pg.PlotWidget(background=VIEW_BACKGROUND)
+        self.plot = pg.PlotWidget(background=VIEW_BACKGROUND,  # a low plot shows fewer numbers, never overlapping
+                                  axisItems={side: SparseAxis(side) for side in ("left", "right")})
         self.plot.setMinimumHeight(80)  # low: in a small window the plot gives way before the controls
         self.plot.setLabel("left", "memory", units="B")
         self.plot.setLabel("bottom", "time", units="s")

@@ -1,5 +1,6 @@
 """The memory lab's charts (pyqtgraph): bars per configuration with lower-bound lines, and the
-bytes held at each step of the network with the peak step labelled; hovering a step reports it."""
+bytes held at each step of the network with the peak step labelled; hovering a step reports it.
+Before there is anything to draw, each says so in its middle, on bare axes."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,11 +11,13 @@ from PySide6.QtGui import QFontMetrics
 from leanseg.core.memory import format_bytes
 from leanseg.core.profile import LowerBounds, MemoryProfile
 
+from ..memory.axis import SparseAxis
 from ..style import VIEW_BACKGROUND
 
 MB = 1e6
 BAR_COLOURS = {"train": "#e5534b", "eval": "#f2a541", "engine": "#4fc38a"}
 TEXT = "#c8ccd4"
+DIM_TEXT = "#9aa0aa"  # the placeholder's colour, as the style's dim labels
 BOUND_STYLES = (  # pen and the glyph that names it in a title, one per lower bound (blocks whole, in pieces)
     (pg.mkPen(TEXT, width=1, style=Qt.PenStyle.DashLine), "╌╌"),
     (pg.mkPen("#9fd8ff", width=1, style=Qt.PenStyle.DotLine), "┈┈"),
@@ -25,16 +28,56 @@ def _bar_colour(name: str) -> str:
     return BAR_COLOURS.get(name.split(" ")[0], "#5b8def")
 
 
-class BarChart(pg.PlotWidget):
+class LabChart(pg.PlotWidget):
+    """A lab chart: plain numbers on its axes (the units are in their titles, so no SI prefix like "(x0.001)"),
+    numbered ticks kept apart on a short axis, and until it has data a line in its middle saying what it will
+    show, on a fixed frame without ticks instead of axes auto-ranged over nothing."""
+
+    def __init__(self, empty_text: str) -> None:
+        super().__init__(background=VIEW_BACKGROUND, axisItems={side: SparseAxis(side) for side in ("left", "bottom")})
+        for side in ("left", "bottom"):
+            self.getAxis(side).enableAutoSIPrefix(False)
+        self.setMouseEnabled(x=False, y=False)
+        self.empty_text = empty_text  # what the placeholder says (the window changes it while a run goes on)
+        self.placeholder = pg.TextItem(empty_text, color=DIM_TEXT, anchor=(0.5, 0.5))
+        self.addItem(self.placeholder, ignoreBounds=True)
+        self._empty = False
+
+    def is_empty(self) -> bool:
+        """Whether the chart shows its placeholder (there is nothing to draw yet)."""
+        return self._empty
+
+    def set_empty_text(self, text: str) -> None:
+        self.empty_text = text
+        self.placeholder.setText(text)
+
+    def _show_empty(self) -> None:
+        """The placeholder in the middle of a 0..1 frame; the axes keep their titles and lose their ticks."""
+        for side in ("left", "bottom"):
+            self.getAxis(side).setTicks([[]])
+        self.placeholder.setText(self.empty_text)
+        self.placeholder.setPos(0.5, 0.5)
+        self.placeholder.setVisible(True)
+        self._empty = True
+        self.setXRange(0, 1, padding=0)
+        self.setYRange(0, 1, padding=0)
+
+    def _show_data(self) -> None:
+        self.placeholder.setVisible(False)
+        self._empty = False
+        for side in ("left", "bottom"):
+            self.getAxis(side).setTicks(None)  # pyqtgraph's own again
+
+
+class BarChart(LabChart):
     """One horizontal bar per configuration, its name on the left and its value at its end; lower bounds as
     vertical lines, named above the plot (never on the bars)."""
 
-    def __init__(self, x_label: str, units: str, scale: float = 1.0) -> None:
-        super().__init__(background=VIEW_BACKGROUND)
+    def __init__(self, x_label: str, units: str, scale: float = 1.0, empty_text: str = "") -> None:
+        super().__init__(empty_text)
         self.scale = scale  # value / scale is drawn
         self.units = units
         self.setLabel("bottom", x_label)
-        self.setMouseEnabled(x=False, y=False)
         self.showGrid(x=True, alpha=0.15)
         self.getViewBox().invertY(True)  # the first configuration on top
         self.names: list[str] = []
@@ -42,6 +85,7 @@ class BarChart(pg.PlotWidget):
         self.bars: pg.BarGraphItem | None = None
         self._labels: list[pg.TextItem] = []
         self._lines: list[pg.InfiniteLine] = []
+        self._fit()
 
     def set_bars(self, names: list[str], values: list[float]) -> None:
         self.names, self.values = list(names), [v / self.scale for v in values]
@@ -59,7 +103,6 @@ class BarChart(pg.PlotWidget):
             self.addItem(label)
             self._labels.append(label)
         axis = self.getAxis("left")
-        axis.setTicks([[(i, n) for i, n in enumerate(names)]])
         widest = max((QFontMetrics(axis.font()).horizontalAdvance(n) for n in names), default=40)
         axis.setWidth(widest + 16)
         self._fit()
@@ -75,7 +118,7 @@ class BarChart(pg.PlotWidget):
             self.addItem(line)
             self._lines.append(line)
             names.append(f"{glyph} {text}")
-        self.setTitle("&nbsp;&nbsp;&nbsp;".join(names), color=TEXT, size="9pt")
+        self.setTitle("&nbsp;&nbsp;&nbsp;".join(names) or None, color=TEXT, size="9pt")  # None: no title row
         self._fit()
 
     def bar_count(self) -> int:
@@ -85,12 +128,18 @@ class BarChart(pg.PlotWidget):
         return [float(line.value()) for line in self._lines]
 
     def _fit(self) -> None:
+        """The bars and lines in view, the names as the left axis's ticks; the placeholder while there are none."""
+        if not self.names and not self._lines:
+            self._show_empty()
+            return
+        self._show_data()
+        self.getAxis("left").setTicks([[(i, n) for i, n in enumerate(self.names)]])
         top = max(self.values + [float(line.value()) for line in self._lines] + [1e-9])
         self.setYRange(-0.6, max(len(self.names), 1) - 0.4, padding=0)
         self.setXRange(0, top * 1.18, padding=0)  # room for the value after the longest bar
 
 
-class StepChart(pg.PlotWidget):
+class StepChart(LabChart):
     """Bytes held at each step (while it ran, and after it), lower bounds, the peak step labelled.
 
     `step_hovered(index)` fires when the mouse moves over a step.
@@ -98,12 +147,11 @@ class StepChart(pg.PlotWidget):
 
     step_hovered = Signal(int)
 
-    def __init__(self) -> None:
-        super().__init__(background=VIEW_BACKGROUND)
+    def __init__(self, empty_text: str = "") -> None:
+        super().__init__(empty_text)
         self.setLabel("left", "held (MB)")
         self.setLabel("bottom", "step through the network (graph node)")
         self.showGrid(x=True, y=True, alpha=0.15)
-        self.setMouseEnabled(x=False, y=False)
         self.legend = self.addLegend(offset=(10, 5), labelTextColor=TEXT, brush=pg.mkBrush(23, 24, 27, 200))
         self.peak_curve = self.plot(name="while the step ran", pen=pg.mkPen("#f2a541", width=2), stepMode="center")
         self.live_curve = self.plot(name="after it (dead inputs freed)", pen=pg.mkPen("#5b8def", width=1.5),
@@ -118,6 +166,7 @@ class StepChart(pg.PlotWidget):
         self._bound_samples: list[pg.PlotDataItem] = []  # their entries in the legend
         self.profile: MemoryProfile | None = None
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.set_profile(None, None)
 
     def set_profile(self, profile: MemoryProfile | None, bounds: LowerBounds | None) -> None:
         self.profile = profile
@@ -131,7 +180,13 @@ class StepChart(pg.PlotWidget):
             self.live_curve.setData([], [])
             self.peak_label.setText("")
             self.peak_marker.setData([], [])
+            self.legend.setVisible(False)  # it would name curves that are not there
+            self.cursor.setVisible(False)
+            self._show_empty()
             return
+        self._show_data()
+        self.legend.setVisible(True)
+        self.cursor.setVisible(True)
         edges = np.arange(len(profile.steps) + 1) - 0.5
         self.peak_curve.setData(edges, [s.peak_bytes / MB for s in profile.steps])
         self.live_curve.setData(edges, [s.live_bytes / MB for s in profile.steps])

@@ -39,6 +39,11 @@ from .charts import BarChart, StepChart
 from .runner import LabRunner
 
 MAX_LISTED_TENSORS = 40
+EMPTY_TEXTS = (  # what the peak, time and step charts say with nothing to draw: before a run, and during one
+    ("Run the lab to see each configuration's peak memory", "Measuring the first configuration…"),
+    ("Run the lab to see each configuration's time per run", "Measuring the first configuration…"),
+    ("Run the lab to see the memory held at each step", "The steps are drawn when the lab has profiled them…"),
+)
 
 
 class MemoryLabWindow(QWidget):
@@ -97,13 +102,13 @@ class MemoryLabWindow(QWidget):
         for box in self.config_boxes.values():
             configs.addWidget(box)
         configs.addStretch(1)
-        self.peak_chart = BarChart("peak above baseline (MB)", "MB", scale=1e6)
-        self.time_chart = BarChart("time per run (s)", "s")
+        self.peak_chart = BarChart("peak above baseline (MB)", "MB", scale=1e6, empty_text=EMPTY_TEXTS[0][0])
+        self.time_chart = BarChart("time per run (s)", "s", empty_text=EMPTY_TEXTS[1][0])
         bars = QSplitter(Qt.Orientation.Horizontal)
         bars.addWidget(self.peak_chart)
         bars.addWidget(self.time_chart)
         bars.setSizes([760, 500])
-        self.step_chart = StepChart()
+        self.step_chart = StepChart(EMPTY_TEXTS[2][0])
         self.step_chart.step_hovered.connect(self.hover_step)
         self.profile_choice = QComboBox()
         self.profile_choice.addItems(["eager (no_grad, fp32)", "engine (fp32)"])
@@ -151,6 +156,7 @@ class MemoryLabWindow(QWidget):
             return
         request = self.request()
         self.result = LabResult(self.spec.describe(), request.size, request.device)
+        self._say_when_empty(running=True)
         self._refresh_bars()
         self.step_chart.set_profile(None, None)
         self.tensor_list.clear()
@@ -258,6 +264,12 @@ class MemoryLabWindow(QWidget):
     def _idle(self) -> None:
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
+        self._say_when_empty(running=False)
+
+    def _say_when_empty(self, running: bool) -> None:
+        """What the charts with nothing to draw say: that the run will draw them, or how to start one."""
+        for chart, texts in zip((self.peak_chart, self.time_chart, self.step_chart), EMPTY_TEXTS):
+            chart.set_empty_text(texts[running])
 
     def _refresh_bars(self) -> None:
         rows = [r for r in self.result.rows if "error" not in r]

@@ -20,6 +20,8 @@ from leanseg.core.device import available_devices
 from leanseg.core.engine.multiscale import SUGGESTED_SCALES
 from leanseg.core.predict import ENGINES, PRECISIONS, TILING_MODES, InferenceOptions
 
+from .last_run import LAST_RUN_LINES, LastRunLabel
+
 ENGINE_TIPS = {
     "lean": "Memory-lean engine: frees each tensor after its last use, runs blocks in pieces",
     "eager": "Plain PyTorch eager mode (inference_mode), for comparison",
@@ -35,6 +37,7 @@ EXACT_WITH_SCALES_TIP = ("Not with Multi-scale averaging: a resized tile's borde
 TILING_WITH_SCALES_TIP = ("'exact' is unavailable while Multi-scale averaging is on: auto tiles, when the budget "
                           "needs it, with approximate (fast) tiles")
 MB = 1_000_000
+LONG_WORD_CHARS = 24  # a word this long in a model's name may wrap after its _ . and -, not widen the panel
 
 
 def _multiscale_tip(scales: tuple[float, ...]) -> str:
@@ -43,6 +46,13 @@ def _multiscale_tip(scales: tuple[float, ...]) -> str:
     return (f"Run each image at {listed} its size and average the results: a little more accurate on scenes with "
             f"objects at many distances, about {len(scales)}x the time. Large images are cut into approximate "
             "tiles: Tiling 'exact' is unavailable with it and becomes auto (still images; video runs without it)")
+
+
+def _breakable(name: str) -> str:
+    """`name` with a zero-width space after each _ . and - of its long words: a narrow panel wraps it there."""
+    words = [word if len(word) < LONG_WORD_CHARS else
+             word.replace("_", "_\u200b").replace(".", ".\u200b").replace("-", "-\u200b") for word in name.split(" ")]
+    return " ".join(words)
 
 
 def _combo(values: tuple[str, ...], tips: dict[str, str] | None = None) -> QComboBox:
@@ -95,9 +105,7 @@ class InferenceControls(QWidget):
         self.cancel.clicked.connect(self.cancel_requested)
         self.progress = QProgressBar()
         self.show_outcome("ready", complete=False)
-        self.last_result = QLabel("")
-        self.last_result.setWordWrap(True)
-        self.last_result.setObjectName("lastResult")
+        self.last_result = LastRunLabel()
         self._build_layout()
         self.set_options(InferenceOptions(device=self.device.itemData(0), mirror="flip"))
         for combo in (self.device, self.engine, self.precision, self.tiling):
@@ -116,8 +124,8 @@ class InferenceControls(QWidget):
         form.addRow("Precision", self.precision)
         form.addRow("Memory budget", self.memory_budget)
         form.addRow("Tiling", self.tiling)
-        form.addRow("", self.mirror)
-        form.addRow("", self.multiscale)
+        form.addRow(self.mirror)  # across the form: in its field column they would widen the panel past its dock
+        form.addRow(self.multiscale)
         buttons = QHBoxLayout()
         buttons.addWidget(self.segment, 1)
         buttons.addWidget(self.cancel)
@@ -171,7 +179,7 @@ class InferenceControls(QWidget):
             self.blockSignals(False)
 
     def set_model_name(self, text: str, tooltip: str = "") -> None:
-        self.model_name.setText(text)
+        self.model_name.setText(_breakable(text))
         self.model_name.setToolTip(tooltip)
 
     def set_busy(self, busy: bool) -> None:
@@ -192,9 +200,9 @@ class InferenceControls(QWidget):
         self.progress.setFormat(text)
 
     def show_last_run(self, text: str, failed: bool = False, tooltip: str = "") -> None:
-        """What the last run came to under the bar: its time and peak, or why it failed (in the warning colour)."""
-        self.last_result.setText(text)
-        self.last_result.setToolTip(tooltip)
+        """What the last run came to under the bar: its time and peak in a few lines (the whole text in the
+        tooltip), or why it failed, whole and in the warning colour."""
+        self.last_result.show_text(text, None if failed else LAST_RUN_LINES, tooltip)
         if self.last_result.property("failed") != failed:
             self.last_result.setProperty("failed", failed)
             self.last_result.style().unpolish(self.last_result)

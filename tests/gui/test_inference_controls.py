@@ -1,5 +1,5 @@
 """The inference panel's averaging choices: the Multi-scale averaging box maps to InferenceOptions.scales and back,
-and never combines with exact tiling into options core refuses."""
+and never combines with exact tiling into options core refuses; what the last run came to fits the panel."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 from leanseg.core.engine.multiscale import SUGGESTED_SCALES
 from leanseg.core.predict import InferenceOptions
 from leanseg.gui.viewer.controls import InferenceControls
+from leanseg.gui.viewer.last_run import LAST_RUN_LINES
 
 
 def _controls(qtbot) -> InferenceControls:  # type: ignore[no-untyped-def]
@@ -58,3 +59,34 @@ def test_multiscale_and_exact_tiling_never_make_options_core_refuses(qtbot):
     controls.set_options(replace(controls.options(), tiling="auto", scales=SUGGESTED_SCALES))
     assert not controls.tiling.model().item(exact).isEnabled()  # shown options grey it out too
 
+
+
+LONG_RUN = ("Last run: 0.26 s · job peak process RSS 613.4 MB (+56.6 MB) · cpu\nwhole image 480x360 in one pass, "
+            "estimated tensor peak 27.6 MB with 691.2 KB of image and outputs within budget 8.6 GB")
+
+
+def test_a_long_last_run_takes_a_few_lines_cut_at_a_word_and_is_whole_in_its_tooltip(qtbot):
+    controls = _controls(qtbot)
+    controls.resize(250, 500)
+    controls.show()
+    qtbot.waitExposed(controls)
+    label = controls.last_result
+    controls.show_last_run(LONG_RUN, tooltip="RSS: the resident set size")
+    lines = label.text().split("\n")
+    assert len(lines) == LAST_RUN_LINES and lines[-1].endswith("…")
+    assert LONG_RUN.replace("\n", " ").startswith(" ".join(lines).removesuffix("…"))  # cut between two words
+    assert LONG_RUN.replace("\n", " ")[len(" ".join(lines).removesuffix("…"))] in " ,"
+    width = label.contentsRect().width()
+    assert all(label.fontMetrics().horizontalAdvance(line) <= width for line in lines)
+    assert label.toolTip() == LONG_RUN + "\n\nRSS: the resident set size"
+    controls.show_last_run("Last run: 0.26 s · 12 MB · cpu", tooltip="RSS")
+    assert label.text() == "Last run: 0.26 s · 12 MB · cpu" and label.toolTip() == "RSS"  # short: whole
+
+
+def test_a_failure_is_shown_whole_however_long(qtbot):
+    controls = _controls(qtbot)
+    controls.resize(250, 500)
+    controls.show()
+    reason = "Last run failed: " + "the memory budget cannot hold the image; raise Memory budget. " * 4
+    controls.show_last_run(reason, failed=True, tooltip=reason)
+    assert controls.last_result.text() == reason  # it says what to change: never cut

@@ -1,11 +1,25 @@
-"""The window at a small size: the controls keep their height (the side panel scrolls), the memory plot gives
-way before the image does; long class names are elided and their shares stay in view."""
+"""The window at a small size: the controls keep their height (the side panel scrolls) and all their width, the
+memory plot gives way before the image does and shows fewer numbers, never overlapping; the status message takes
+the room the fields beside it can give; long class names are elided and their shares stay in view."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
+import pyqtgraph as pg
+import pytest
+from PySide6.QtCore import QPoint, QSize, Qt
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtWidgets import QApplication
 
 from leanseg.gui.main_window.window import MEMORY_SHARE
+from leanseg.gui.memory.panel import MemoryPanel
+from leanseg.gui.style import apply_style
+from leanseg.gui.viewer.last_run import LAST_RUN_LINES
 from leanseg.gui.viewer.legend import NAME_ROLE, SHARE_ROLE, OverlayPanel
+
+from .conftest import JOB_TIMEOUT_MS
+from .test_inference_controls import LONG_RUN
 
 
 def test_at_1024_by_640_the_controls_keep_their_height_and_the_image_keeps_room(qtbot, make_window,
@@ -51,3 +65,100 @@ def test_long_class_names_are_elided_and_every_share_stays_in_view(qtbot):
         rect = legend.visualItemRect(legend.item(index))
         assert rect.right() < width
         assert _has_text(image, width - 30, width - 4, rect.top() + 4, rect.bottom() - 4)
+
+
+@pytest.fixture
+def app_style(qapp: QApplication) -> Iterator[None]:
+    """The app's own style for one test (its widths are what a user sees), the test default's afterwards."""
+    style, sheet, palette = qapp.style().name(), qapp.styleSheet(), qapp.palette()
+    options = {key: pg.getConfigOption(key) for key in ("antialias", "imageAxisOrder", "foreground")}
+    apply_style(qapp)
+    yield
+    qapp.setStyleSheet(sheet)
+    qapp.setPalette(palette)
+    qapp.setStyle(style)
+    pg.setConfigOptions(**options)
+
+
+def test_at_1100_by_720_after_a_run_the_inference_panel_fits_its_controls(qtbot, app_style, make_window,
+                                                                          gui_tiny_checkpoint, small_image):
+    window = make_window(gui_tiny_checkpoint)
+    window.resize(1100, 720)
+    qtbot.waitUntil(lambda: window.size() == QSize(1100, 720))
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(small_image)
+    controls = window.controls
+    controls.show_last_run(LONG_RUN, tooltip="RSS")  # as long as the shipped model's, whatever the tiny one says
+    window.resizeDocks([window.memory_dock], [240], Qt.Orientation.Vertical)  # as a new window has it
+    scroll = window.docks[0].widget()
+    qtbot.waitUntil(lambda: scroll.verticalScrollBar().isVisible())  # the premise: the panel scrolls
+    viewport = scroll.viewport()
+    assert not scroll.horizontalScrollBar().isVisible()
+    assert controls.width() <= viewport.width()
+    for box in (controls.open_model, controls.device, controls.engine, controls.precision, controls.memory_budget,
+                controls.tiling, controls.mirror, controls.multiscale, controls.segment, controls.cancel,
+                controls.progress):
+        right = box.mapTo(viewport, QPoint(box.width(), 0)).x()
+        assert right <= viewport.width(), box  # nothing cut off at the panel's right edge
+        assert box.width() >= box.minimumSizeHint().width(), box
+    assert controls.multiscale.width() >= controls.multiscale.sizeHint().width()  # "Multi-scale averaging" whole
+    assert controls.last_result.text().count("\n") < LAST_RUN_LINES and LONG_RUN in controls.last_result.toolTip()
+
+
+def test_at_1100_by_720_the_status_message_is_whole_and_the_fields_give_way(qtbot, app_style, make_window):
+    window = make_window()
+    window.resize(1100, 720)
+    qtbot.waitUntil(lambda: window.size() == QSize(1100, 720))
+    fields = window.status_labels
+    for key, text in (("device", "cpu"), ("model", "camvid_mobileunet.safetensors · 11 classes"),
+                      ("size", "480 × 360 · 8-bit"), ("time", "0.26 s"),
+                      ("peak", "job peak process RSS 613.4 MB (+56.6 MB)")):
+        fields[key].setText(text)  # what the trial's window had beside its message
+    bar = window.statusBar()
+    qtbot.waitUntil(lambda: all(field.shown_text() == field.text() and field.width() == field.sizeHint().width()
+                                for field in fields.values()))  # no message: whole, and laid out
+    message = "camvid_0016E5_07959.png: segmented in 0.26 s"
+    wholes = sum(field.sizeHint().width() + 6 for field in fields.values())  # with QStatusBar's spacing
+    assert bar.fontMetrics().horizontalAdvance(message) + wholes > bar.width()  # the premise: not all fit whole
+    bar.showMessage(message)
+    assert bar.currentMessage() == message
+    fields_left = min(field.x() for field in fields.values())
+    assert bar.fontMetrics().horizontalAdvance(message) <= fields_left - 8  # QStatusBar's margins: all of it shows
+    squeezed = [field for field in fields.values() if field.shown_text() != field.text()]
+    assert squeezed and all(field.shown_text().endswith("…") for field in squeezed)
+    assert all(field.text() in field.toolTip() for field in squeezed)  # whole in the tooltip
+    assert fields["peak"].text() == "job peak process RSS 613.4 MB (+56.6 MB)"
+    bar.clearMessage()  # the fields have the room back
+    assert all(field.shown_text() == field.text() for field in fields.values())
+
+
+def _tick_labels(axis) -> list:  # type: ignore[no-untyped-def]
+    """The tick labels `axis` draws now: (text, rect) pairs."""
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        return [(text, rect) for rect, _flags, text in axis.generateDrawSpecs(painter)[2]]
+    finally:
+        painter.end()
+
+
+def test_a_low_memory_plot_shows_fewer_numbers_never_overlapping(qtbot):
+    panel = MemoryPanel()
+    qtbot.addWidget(panel)
+    panel.plot.setYRange(0, 300e6, padding=0)  # bytes, as the monitor's
+    panel.live_view.setYRange(0, 6e6, padding=0)
+    item = panel.plot.getPlotItem()
+    panel.show()
+    qtbot.waitExposed(panel)
+    for height in (110, 240):  # the dock in a 700x480 window (as low as the panel goes), and its usual height
+        panel.resize(825, height)
+        qtbot.waitUntil(lambda height=height: panel.height() == max(height, panel.minimumSizeHint().height()))
+        if height == 110:  # the premise: an axis with room for one number, not pyqtgraph's three
+            qtbot.waitUntil(lambda: item.getAxis("left").height() < 40)
+        for side in ("left", "right"):
+            labels = _tick_labels(item.getAxis(side))
+            assert labels, (side, height)  # one number at least
+            rects = sorted((rect for _text, rect in labels), key=lambda rect: rect.top())
+            for upper, lower in zip(rects, rects[1:]):
+                assert upper.bottom() <= lower.top(), (side, height, labels)
+    assert len(_tick_labels(item.getAxis("left"))) >= 2  # at the usual height, the usual ticks

@@ -1,4 +1,5 @@
-"""The Memory lab window: a real run on a tiny model (each configuration in its own subprocess), cancel, export."""
+"""The Memory lab window: a real run on a tiny model (each configuration in its own subprocess), cancel, export;
+before a run, charts that say what they will show instead of axes ranged over nothing."""
 from __future__ import annotations
 
 import json
@@ -9,8 +10,11 @@ import psutil
 from PySide6.QtCore import QPointF
 from pytestqt.qtbot import QtBot
 
+from leanseg.core.events import JobEvent
 from leanseg.core.profile import CONFIGURATION_NAMES, ModelSpec
 from leanseg.gui.memory_lab.window import MemoryLabWindow
+
+from .test_layout import _tick_labels
 
 LAB_TIMEOUT_MS = 240_000  # each configuration starts a fresh Python with torch; the test machine is busy
 RUN = ("eval no_grad", "engine fp32")  # a subset keeps the test short (a fresh Python per run)
@@ -105,3 +109,43 @@ def test_bar_names_and_bound_labels_keep_clear_of_each_other(qtbot):
     assert "blocks whole 35 MB" in title.text and "in pieces 12 MB" in title.text
     assert not title.sceneBoundingRect().intersects(view.sceneBoundingRect())
     assert all(getattr(line, "label", None) is None for line in chart._lines)  # nothing written on the plot
+
+
+def _axis_texts(chart) -> list[str]:  # type: ignore[no-untyped-def]
+    """The axis titles and every tick label the chart's left and bottom axes draw now."""
+    texts = []
+    for side in ("left", "bottom"):
+        axis = chart.getAxis(side)
+        texts.append(axis.labelString())
+        texts += [text for text, _rect in _tick_labels(axis)]
+    return texts
+
+
+def test_before_a_run_the_charts_say_what_they_will_show_on_clean_axes(qtbot: QtBot, gui_tiny_checkpoint: Path,
+                                                                        monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    lab = _lab(qtbot, gui_tiny_checkpoint, RUN)
+    lab.resize(1100, 720)
+    lab.show()
+    qtbot.waitExposed(lab)
+    charts = (lab.peak_chart, lab.time_chart, lab.step_chart)
+    for chart in charts:
+        assert chart.is_empty() and chart.placeholder.isVisible()
+        assert chart.placeholder.textItem.toPlainText().startswith("Run the lab to see ")
+        texts = _axis_texts(chart)
+        assert len(texts) == 2 and not any("(x" in text for text in texts), texts  # titles only: no ticks, no x0.001
+        assert chart.getViewBox().viewRange() == [[0.0, 1.0], [0.0, 1.0]]
+    assert "held (MB)" in lab.step_chart.getAxis("left").labelString()
+    assert not lab.step_chart.legend.isVisible()  # no curves to name
+
+    monkeypatch.setattr(lab.runner, "start", lambda request: None)  # the run's own test is above: just its start
+    lab.run_lab()
+    assert all(chart.is_empty() for chart in charts)
+    assert lab.peak_chart.placeholder.textItem.toPlainText() == "Measuring the first configuration…"
+    lab._on_event(JobEvent("info", index=0, message="eval no_grad", data={
+        "row": {"name": "eval no_grad", "peak_bytes": 9_400_000, "seconds": 0.0206}}))
+    assert not lab.peak_chart.is_empty() and not lab.peak_chart.placeholder.isVisible()
+    assert lab.step_chart.is_empty()  # its profile comes at the end
+    qtbot.waitUntil(lambda: "eval no_grad" in _axis_texts(lab.time_chart))  # once the axis is as wide as it
+    assert not any("(x" in text for text in _axis_texts(lab.time_chart))  # 0.02 s: no "(x0.001)"
+    lab._on_cancelled()
+    assert lab.step_chart.placeholder.textItem.toPlainText().startswith("Run the lab to see ")
