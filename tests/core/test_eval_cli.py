@@ -17,6 +17,7 @@ from leanseg.core.model import MobileUNet
 from leanseg.core.model.checkpoint import default_info, save_checkpoint
 
 from .conftest import TINY_MOBILE
+from .refusals import assert_one_line_refusal
 from .test_train import make_dataset
 from .unwritable import make_unwritable
 
@@ -28,11 +29,8 @@ def leanseg_eval(data: Path, model: Path, *extra: str) -> subprocess.CompletedPr
 
 
 def assert_refused(result: subprocess.CompletedProcess, *wording: str) -> None:
-    """Exit 2 with one `leanseg: error:` line holding each of `wording`, and no image evaluated."""
-    assert result.returncode == 2, result.stderr
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("leanseg: error: "), result.stderr
-    for words in wording:
-        assert words in result.stderr, result.stderr
+    """A one-line refusal (exit 2) holding each of `wording`, and no image evaluated."""
+    assert_one_line_refusal(result, *wording)
     assert result.stdout == ""
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from .refusals import assert_one_line_refusal
 from .test_train import make_dataset, train_args
 from .unwritable import make_unwritable
 
@@ -20,11 +21,8 @@ def leanseg_train(args: list[str]) -> subprocess.CompletedProcess:
 
 
 def assert_refused(result: subprocess.CompletedProcess, *wording: str) -> None:
-    """Exit 2 with one `leanseg: error:` line holding each of `wording`, before any frame loaded."""
-    assert result.returncode == 2, result.stderr
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("leanseg: error: "), result.stderr
-    for words in wording:
-        assert words in result.stderr, result.stderr
+    """A one-line refusal (exit 2) holding each of `wording`, before any frame loaded."""
+    assert_one_line_refusal(result, *wording)
     assert "loading" not in result.stdout
 
 
