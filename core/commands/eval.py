@@ -94,7 +94,9 @@ def _check_target(target: Path, prefix: str) -> None:
     """CommandError or OutputPathError, before any work, when the JSON cannot be written at `target`;
     `prefix` names the option that chose it. Creates nothing."""
     if target.is_dir():
-        raise CommandError(f"{target} is a folder; give --json a file name such as {target / 'eval.json'}")
+        fix = (f"give --json a file name such as {target / 'eval.json'}" if prefix.startswith("--json")
+               else "move it or give --json a file name")
+        raise CommandError(f"{target} is a folder; {fix}")
     try:
         check_output_folder(target.parent)
     except CommandError as err:

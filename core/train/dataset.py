@@ -71,6 +71,9 @@ def find_pairs(data_dir: str | Path, split: str, spec: DatasetSpec | None = None
             if pairs:
                 return pairs
     found = _splits_in(data_dir, named)
+    if split in found:  # its folders are there, but no label has its image's name
+        raise DatasetError(f"{data_dir}: the '{split}' split's images and labels share no file names (a label must "
+                           "have its image's name, in images/ and labels/)")
     if found:
         raise DatasetError(f"{data_dir}: no '{split}' split (no {list_file.name}, no {split}/images and "
                            f"{split}/labels); splits there: {', '.join(found)}")

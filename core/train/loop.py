@@ -1,12 +1,14 @@
 """The training loop: seeded, resumable at epoch boundaries, best checkpoint by val mIoU."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
+import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -69,12 +71,26 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     state = open_run(config, resume=resume, overwrite=overwrite, log=log)  # refusals come before any data loads
     saved = _Saved(epochs=state["epoch"] if state is not None else 0)
     try:
-        return _train(config, state, command, log, saved)
+        return _train(config, state, command, log, saved, overwrite)
     except KeyboardInterrupt:
-        raise TrainingInterrupted(Path(config.out_dir), saved.epochs, config.epochs) from None
+        raise TrainingInterrupted(Path(config.out_dir), saved.epochs, config.epochs, overwrite) from None
 
 
-def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log: Log, saved: _Saved) -> dict:
+@contextlib.contextmanager
+def _ctrl_c_deferred() -> Iterator[None]:
+    """Hold SIGINT back on this thread for the block (it arrives, as KeyboardInterrupt, right after)."""
+    if not hasattr(signal, "pthread_sigmask"):  # not on Windows: there the block stays interruptible
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log: Log, saved: _Saved,
+           overwrite: bool) -> dict:
     """`train` from the checked resume `state` (None: a new run); `saved.epochs` follows each last.pt written."""
     out_dir = Path(config.out_dir)
     device = resolve_device(config.device)
@@ -95,7 +111,7 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
     log(f"loading {len(train_pairs)} training pairs and {len(val_pairs)} validation pairs from {config.data_dir}")
     train_data = PairCache(train_pairs)
     val_data = PairCache(val_pairs) if val_pairs else None
-    start_writing(out_dir, fresh=state is None, log=log)
+    start_writing(out_dir, fresh=state is None, overwrite=overwrite, log=log)
     weights = class_weights(train_data.class_frequencies(spec.num_classes), config.class_weighting).to(device)
     steps_per_epoch = max(1, len(train_data) // config.batch_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
@@ -142,14 +158,15 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
         elif val_data is None:  # nothing to select on: the latest weights are the run's result
             save_checkpoint(out_dir / "best.safetensors", scored,
                             _model_info(config, spec, epoch + 1, None, command, parent))
-        save_state(state_path, {
-            "config": config_dict(config), "epoch": epoch + 1, "best_miou": best_miou,
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(), "history": json.dumps(history),
-            **({"ema": ema.state_dict()} if ema is not None else {}),
-            **({"initial_weights": json.dumps(parent)} if parent is not None else {}),
-        })
-        saved.epochs = epoch + 1
+        with _ctrl_c_deferred():  # what last.pt holds and what an interrupt says it holds change together
+            save_state(state_path, {
+                "config": config_dict(config), "epoch": epoch + 1, "best_miou": best_miou,
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "history": json.dumps(history),
+                **({"ema": ema.state_dict()} if ema is not None else {}),
+                **({"initial_weights": json.dumps(parent)} if parent is not None else {}),
+            })
+            saved.epochs = epoch + 1
         (out_dir / "history.json").write_text(json.dumps(history, indent=1))
         log(line)  # after the state: a printed epoch is one a resume continues from
     return {"history": history, "best_miou": best_miou, "best_path": str(out_dir / "best.safetensors")}

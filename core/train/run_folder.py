@@ -26,7 +26,8 @@ class RunFolderError(ValueError):
 class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C during training; the message says what last.pt holds and how to go on."""
 
-    def __init__(self, out_dir: Path, saved_epochs: int, epochs: int) -> None:
+    def __init__(self, out_dir: Path, saved_epochs: int, epochs: int, overwrite: bool = False) -> None:
+        resume = "--resume in place of --overwrite" if overwrite else "--resume"
         if saved_epochs >= epochs:
             note = f"interrupted after the last epoch ({epochs}/{epochs}): the run in {out_dir} is complete"
         elif saved_epochs == 0:
@@ -34,7 +35,7 @@ class TrainingInterrupted(KeyboardInterrupt):
                     "run the same command to start again")
         else:
             held = "epoch 1" if saved_epochs == 1 else f"epochs 1-{saved_epochs}"
-            note = (f"interrupted in epoch {saved_epochs + 1}/{epochs}: run the same command with --resume to "
+            note = (f"interrupted in epoch {saved_epochs + 1}/{epochs}: run the same command with {resume} to "
                     f"continue from epoch {saved_epochs + 1} ({out_dir / 'last.pt'} holds {held})")
         super().__init__(note)
 
@@ -65,10 +66,15 @@ def open_run(config: TrainConfig, *, resume: bool, overwrite: bool, log: Callabl
     return None
 
 
-def start_writing(out_dir: Path, fresh: bool, log: Callable[[str], None]) -> None:
+def start_writing(out_dir: Path, fresh: bool, overwrite: bool, log: Callable[[str], None]) -> None:
     """Create `out_dir` (once the data has loaded: a refused run leaves nothing behind) and clear what a killed
-    run left; `fresh` (a new run, --overwrite allowed it): remove the previous run's files first."""
+    run left; `fresh` (a new run): remove a previous run's files first where `overwrite` allows it, else refuse
+    (RunFolderError) a run that appeared there since `open_run` looked, while this one loaded its data."""
     make_folder(out_dir)
+    appeared = [name for name in RUN_FILES if fresh and not overwrite and (out_dir / name).is_file()]
+    if appeared:
+        raise RunFolderError(f"{out_dir} holds {', '.join(appeared)} written while this run loaded its data "
+                             "(another leanseg train?); choose another --out")
     for stale in out_dir.glob(".*.tmp"):  # left by a run killed while writing; the real files are intact
         stale.unlink()
     removed = [name for name in RUN_FILES if fresh and (out_dir / name).is_file()]

@@ -9,17 +9,20 @@ import pyqtgraph as pg
 MIN_TICK_GAP_PX = 26  # least distance between two numbered ticks: a label's height and a gap
 
 
-def _round_at_most(value: float) -> float | None:
-    """The largest 1, 2 or 5 times a power of ten that is at most `value` (None unless `value` > 0)."""
-    if value <= 0:
+def _round_within(low: float, high: float) -> float | None:
+    """The 1, 2 or 5 times a power of ten in (low, high) nearest their middle (None when there is none)."""
+    middle = (low + high) / 2
+    if high <= 0 or middle <= 0:
         return None
-    power = 10.0 ** math.floor(math.log10(value))
-    return max(factor * power for factor in (1, 2, 5) if factor * power <= value * (1 + 1e-9))
+    top = math.floor(math.log10(high))
+    candidates = [factor * 10.0 ** power for power in range(top - 2, top + 1) for factor in (1, 2, 5)]
+    inside = [value for value in candidates if low < value < high]
+    return min(inside, key=lambda value: abs(value - middle)) if inside else None
 
 
 class SparseAxis(pg.AxisItem):
     """pyqtgraph's tick spacing, widened to a 1-2-5 step whose ticks are at least MIN_TICK_GAP_PX apart; with
-    room for fewer than two such steps, one tick at a round value half a gap or more below the far end."""
+    room for fewer than two such steps, one tick at a round value whose label fits on the axis."""
 
     def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
         levels = super().tickSpacing(minVal, maxVal, size)
@@ -31,7 +34,14 @@ class SparseAxis(pg.AxisItem):
             return levels
         power = 10.0 ** math.floor(math.log10(least))
         major = next(factor * power for factor in (1, 2, 5, 10) if factor * power >= least)  # as pyqtgraph's steps
-        lone = _round_at_most(max(minVal, maxVal) - span * MIN_TICK_GAP_PX / 2 / size)  # its label stays on the axis
-        if 2 * major > span and lone is not None and lone >= min(minVal, maxVal):
+        lone = _round_within(min(minVal, maxVal), max(minVal, maxVal))  # nearest the middle: its label fits
+        if 2 * major > span and lone is not None:
             return [(2 * span, lone)]  # one tick: the next would be past the axis's far end
         return [(major, 0.0)]  # no minor ticks: on an axis this short they would be a smear
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        """pyqtgraph's labels, except the lone tick's: its decimal places come from its own value, not from the
+        wide spacing that keeps it alone (which would print 0.5 MB as "0")."""
+        if len(values) == 1 and values[0] and spacing > abs(values[0]):
+            spacing = abs(values[0])
+        return super().tickStrings(values, scale, spacing)

@@ -67,6 +67,10 @@ def test_missing_data_is_named_with_the_splits_there(tmp_path: Path, tiny_checkp
     (data / "test.txt").write_text("")
     assert_refused(leanseg_eval(data, tiny_checkpoint, "--split", "tset", "--json", json_path),
                    "no 'tset' split", "splits there: test, train, val")
+    for label in (data / "val" / "labels").iterdir():  # the folders are there, the names do not match
+        label.rename(label.with_name(f"{label.stem}_L{label.suffix}"))
+    assert_refused(leanseg_eval(data, tiny_checkpoint, "--split", "val", "--json", json_path),
+                   "the 'val' split's images and labels share no file names")
     assert not (tmp_path / "e.json").exists()
 
 

@@ -151,3 +151,27 @@ def test_every_short_run_has_a_one_cycle_schedule_torch_can_step() -> None:
             schedule.step()
         assert max(rates) <= 0.01 and (total < 3 or rates[-1] < max(rates)), (total, rates)
     assert warmup_fraction(1000) == 0.1  # long runs (the shipped recipe's) keep a tenth
+
+
+def test_a_run_that_appears_while_the_data_loads_is_never_removed_without_overwrite(tmp_path: Path) -> None:
+    """`open_run` found the folder empty; by the time the data has loaded another run wrote there: a new run
+    without --overwrite refuses rather than delete it, and with --overwrite it says what it removed."""
+    from leanseg.core.train.run_folder import RunFolderError, start_writing
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "last.pt").write_bytes(b"another run's state")
+    with pytest.raises(RunFolderError, match="written while this run loaded its data"):
+        start_writing(run, fresh=True, overwrite=False, log=print)
+    assert (run / "last.pt").read_bytes() == b"another run's state"
+    said: list[str] = []
+    start_writing(run, fresh=True, overwrite=True, log=said.append)
+    assert not (run / "last.pt").exists() and said == [f"--overwrite: removed the previous run's last.pt from {run}"]
+
+
+def test_ctrl_c_in_an_overwriting_run_says_resume_in_place_of_overwrite(tmp_path: Path) -> None:
+    from leanseg.core.train.run_folder import TrainingInterrupted
+
+    note = str(TrainingInterrupted(tmp_path, saved_epochs=2, epochs=5, overwrite=True))
+    assert "run the same command with --resume in place of --overwrite to continue from epoch 3" in note
+    assert "with --resume to" in str(TrainingInterrupted(tmp_path, saved_epochs=2, epochs=5))

@@ -102,7 +102,8 @@ def test_at_1100_by_720_after_a_run_the_inference_panel_fits_its_controls(qtbot,
         assert right <= viewport.width(), box  # nothing cut off at the panel's right edge
         assert box.width() >= box.minimumSizeHint().width(), box
     assert controls.multiscale.width() >= controls.multiscale.sizeHint().width()  # "Multi-scale averaging" whole
-    assert controls.last_result.text().count("\n") < LAST_RUN_LINES and LONG_RUN in controls.last_result.toolTip()
+    shown = controls.last_result.text()
+    assert shown.endswith("…") and shown.count("\n") < LAST_RUN_LINES and LONG_RUN in controls.last_result.toolTip()
 
 
 def test_at_1100_by_720_the_status_message_is_whole_and_the_fields_give_way(qtbot, app_style, make_window):
@@ -162,3 +163,8 @@ def test_a_low_memory_plot_shows_fewer_numbers_never_overlapping(qtbot):
             for upper, lower in zip(rects, rects[1:]):
                 assert upper.bottom() <= lower.top(), (side, height, labels)
     assert len(_tick_labels(item.getAxis("left"))) >= 2  # at the usual height, the usual ticks
+    panel.plot.setYRange(0, 1.2e6, padding=0)  # a small model's memory: the lone number is 0.5 MB, not "0"
+    panel.resize(825, 110)
+    qtbot.waitUntil(lambda: item.getAxis("left").height() < 40)
+    texts = [text for text, _rect in _tick_labels(item.getAxis("left"))]
+    assert texts and all(float(text) > 0 for text in texts), texts
