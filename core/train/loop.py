@@ -129,6 +129,7 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
             ema.load_state_dict(state["ema"])
         start_epoch, best_miou, history = state["epoch"], state["best_miou"], json.loads(state["history"])
         parent = json.loads(state["initial_weights"]) if "initial_weights" in state else None
+        state.clear()  # its tensors are in the model and optimiser now: not a second copy for the whole run
         log(f"resuming after epoch {start_epoch}" + (f" (best val mIoU {best_miou:.4f})" if best_miou >= 0 else ""))
     for epoch in range(start_epoch, config.epochs):
         started = time.perf_counter()

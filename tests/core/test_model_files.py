@@ -384,22 +384,3 @@ def test_an_installed_model_is_found_by_its_name(models: dict[str, Path], image:
     assert segment_cli(image[0], Path("roads"), tmp_path / "none") == 2
     assert "roads: no such file, nor an installed model of that name (`leanseg models`" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
-
-
-def test_a_model_name_is_looked_up_in_the_user_folder_before_the_shipped_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from leanseg.core.model.catalog import model_path_argument
-
-    user, assets = tmp_path / "user", tmp_path / "assets"
-    (assets / "models").mkdir(parents=True)
-    user.mkdir()
-    for folder in (user, assets / "models"):
-        (folder / "roads.onnx").write_bytes(b"x")
-    (assets / "models" / "shipped.safetensors").write_bytes(b"x")
-    monkeypatch.setenv("LEANSEG_MODELS_DIR", str(user))
-    monkeypatch.setenv("LEANSEG_ASSETS", str(assets))
-    monkeypatch.chdir(tmp_path)
-    assert model_path_argument("roads") == user / "roads.onnx"
-    assert model_path_argument("shipped") == assets / "models" / "shipped.safetensors"
-    assert model_path_argument("elsewhere/roads") == Path("elsewhere/roads")  # a path is a path
-    assert model_path_argument("~nosuchuser/net.pt2") == Path("~nosuchuser/net.pt2")  # no traceback
