@@ -87,9 +87,19 @@ def _splits_in(data_dir: Path, named: dict[str, str] | None = None) -> list[str]
     """The splits `data_dir` offers: its list files (NAME.txt, or as `named` maps them) and its NAME/images +
     NAME/labels folders, sorted."""
     found = {name for name, file in (named or {}).items() if (data_dir / file).is_file()}
-    found |= {path.stem for path in data_dir.glob("*.txt")}
+    found |= {path.stem for path in data_dir.glob("*.txt") if _looks_like_a_list(path)}
     found |= {path.name for path in data_dir.iterdir() if (path / "images").is_dir() and (path / "labels").is_dir()}
     return sorted(found)
+
+
+def _looks_like_a_list(path: Path) -> bool:
+    """Whether the text file's first line is an `IMAGE LABEL` pair (a README.txt or LICENSE.txt is no split)."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            first = handle.readline(4096)
+    except OSError:
+        return False
+    return len(first.split()) == 2
 
 
 def _listed_pairs(data_dir: Path, list_file: Path) -> list[tuple[Path, Path]]:

@@ -64,9 +64,10 @@ def test_missing_data_is_named_with_the_splits_there(tmp_path: Path, tiny_checkp
     assert_refused(leanseg_eval(tmp_path / "afile", tiny_checkpoint, "--json", json_path),
                    f"data folder {tmp_path / 'afile'} is a file, not a folder")
     data = make_dataset(tmp_path / "data", train=1, val=1)
-    (data / "test.txt").write_text("")
+    (data / "test.txt").write_text("test/images/f00.png test/labels/f00.png\n")
+    (data / "README.txt").write_text("CamVid, as the SegNet authors split it\n")  # a text file, not a split
     assert_refused(leanseg_eval(data, tiny_checkpoint, "--split", "tset", "--json", json_path),
-                   "no 'tset' split", "splits there: test, train, val")
+                   "no 'tset' split", "splits there: test, train, val\n")
     for label in (data / "val" / "labels").iterdir():  # the folders are there, the names do not match
         label.rename(label.with_name(f"{label.stem}_L{label.suffix}"))
     assert_refused(leanseg_eval(data, tiny_checkpoint, "--split", "val", "--json", json_path),
