@@ -18,6 +18,11 @@ class JobEvent:
     live_bytes: int | None = None  # bytes the engine holds live at this moment
     data: dict[str, Any] = field(default_factory=dict)  # kind-specific details
 
+    @property
+    def more_follow(self) -> bool:
+        """Whether more tiles / images / frames of the job come after this one (known only with index and count)."""
+        return self.index is not None and self.count is not None and self.index + 1 < self.count
+
 
 EventSink = Callable[[JobEvent], None]
 

@@ -149,8 +149,7 @@ class _ConsoleSink:
                 self._progress.start(event)
             elif event.kind in ("image", "error") and self._progress.bar is not None:
                 if event.kind == "error":
-                    more = event.index is not None and event.count is not None and event.index + 1 < event.count
-                    self._line(f"failed{' (the batch goes on)' if more else ''}: {event.message}")
+                    self._line(f"failed{' (the batch goes on)' if event.more_follow else ''}: {event.message}")
                 self._progress.advance(postfix=Path(event.path).name if event.path else "")
             elif event.kind in ("warning", "plan") or event.data.get("alpha_ignored"):
                 self._line(event.message)

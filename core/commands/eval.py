@@ -77,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
         "model": str(segmenter.loaded.path), "data": str(args.data), "split": args.split, "images": len(pairs),
         "engine": args.engine, "precision": args.precision, "mirror": segmenter.options.mirror,
         "scales": list(segmenter.options.scales), "seconds": time.perf_counter() - started,
-        "per_class_iou": {n: (None if np.isnan(v) else float(v)) for n, v in zip(info.class_names, ious)},
-        "mean_iou": None if np.isnan(miou) else miou, "pixel_accuracy": accuracy, "confusion_matrix": matrix.tolist(),
+        "per_class_iou": {n: _json_figure(v) for n, v in zip(info.class_names, ious)},
+        "mean_iou": _json_figure(miou), "pixel_accuracy": accuracy, "confusion_matrix": matrix.tolist(),
     }
     if args.per_sequence:
         payload["per_sequence"] = _per_sequence(by_sequence, frames, info.class_names)
@@ -124,6 +124,11 @@ def _figure(value: float, width: int = 6) -> str:
     return "n/a".ljust(width) if np.isnan(value) else f"{value:.4f}".ljust(width)
 
 
+def _json_figure(value: float) -> float | None:
+    """`value` for the JSON: null for NaN (a class absent from both labels and predictions), which JSON lacks."""
+    return None if np.isnan(value) else float(value)
+
+
 def _per_sequence(matrices: dict[str, np.ndarray], frames: dict[str, int], class_names: tuple[str, ...]) -> dict:
     """Print a table of each sequence's figures and return them for the JSON."""
     print("\n| sequence | frames | mean IoU | pixel accuracy |\n| -------- | ------ | -------- | -------------- |")
@@ -133,8 +138,8 @@ def _per_sequence(matrices: dict[str, np.ndarray], frames: dict[str, int], class
         ious = iou_per_class(matrix)
         miou, accuracy = mean_iou(matrix), pixel_accuracy(matrix)
         figures[sequence] = {
-            "images": frames[sequence], "mean_iou": None if np.isnan(miou) else miou, "pixel_accuracy": accuracy,
-            "per_class_iou": {n: (None if np.isnan(v) else float(v)) for n, v in zip(class_names, ious)},
+            "images": frames[sequence], "mean_iou": _json_figure(miou), "pixel_accuracy": accuracy,
+            "per_class_iou": {n: _json_figure(v) for n, v in zip(class_names, ious)},
         }
         print(f"| {sequence:<8} | {frames[sequence]:>6} | {_figure(miou, 8)} | {_figure(accuracy, 14)} |")
     return figures

@@ -72,8 +72,7 @@ def run(args: argparse.Namespace) -> int:
             if event.kind == "plan" and (event.count or 0) > 1:
                 tiles.start(event.count or 0)
         elif event.kind == "error":
-            more = event.index is not None and event.count is not None and event.index + 1 < event.count
-            print(f"failed{' (the rest go on)' if more else ''}: {event.message}", file=sys.stderr)
+            print(f"failed{' (the rest go on)' if event.more_follow else ''}: {event.message}", file=sys.stderr)
 
     try:
         with cancel_on_sigint() as cancel, memory_logging(args.memory_log, segmenter.device, show) as on_event:

@@ -208,7 +208,8 @@ def has_transparency(image: ImageData) -> bool:
     pixels = image.pixels
     if pixels.ndim != 3 or pixels.shape[2] != 4:
         return False
-    return bool((pixels[:, :, 3] < np.iinfo(pixels.dtype).max).any())
+    opaque = np.iinfo(pixels.dtype).max if np.issubdtype(pixels.dtype, np.integer) else 1.0
+    return bool((pixels[:, :, 3] < opaque).any())
 
 
 def to_rgb8(image: ImageData) -> np.ndarray:

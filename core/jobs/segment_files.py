@@ -35,7 +35,6 @@ class FileResult:
     height: int = 0
     device: str = ""
     peak_device: str = ""  # where peak_bytes was measured: the segmenter's device, even after a CPU fallback
-    budget_text: str = ""  # 'tensor peak X of the Y budget; ' under a --memory-budget (see TileStats)
 
 
 @dataclass
@@ -153,7 +152,6 @@ def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, wanted:
             result = _segment_image(path, out_dir, stem, segmenter, wanted, guard, cancel, tiles.watch(on_event))
             if line := tiles.tiles_line(path.name):
                 on_event(JobEvent("info", line, path=str(path), data={"tiles": tiles.tiles}))
-            result.budget_text = tiles.budget_text()
         except JobCancelled:
             summary.cancelled = True
             on_event(JobEvent("cancelled", f"cancelled during {path}", index=index, count=count))
@@ -166,7 +164,7 @@ def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, wanted:
                 JobEvent(
                     "image",
                     f"{path.name}: {result.width}x{result.height}, {result.device}, {result.seconds:.2f} s, "
-                    f"{result.budget_text}{_peak_text(result)}"
+                    f"{tiles.budget_text()}{_peak_text(result)}"
                     + (f", -> {result.outputs[0].name}" if stem != path.stem else ""),
                     index=index,
                     count=count,

@@ -70,15 +70,14 @@ def _input_channels(net: fx.GraphModule) -> int | None:
 
 def _refuse_one_size_export(net: fx.GraphModule, where: str) -> None:
     """A program exported without dynamic sizes runs at its one size: images of any other size cannot run."""
-    from ..engine.frontends.ir import check_size
+    from ..engine.frontends.ir import checked_sizes, size_checks
 
-    for node in net.graph.nodes:
-        if node.target is check_size:
-            heights, widths = node.args[1], node.args[2]
-            if heights[0] == heights[1] and widths[0] == widths[1]:  # type: ignore[index]
-                raise CheckpointError(
-                    f"{where}: exported for {heights[0]}x{widths[0]} inputs only: export it again with a dynamic "  # type: ignore[index]
-                    "height and width (torch.export's dynamic_shapes; README, 'Exporting a PyTorch model')")
+    for node in size_checks(net):
+        heights, widths, _ = checked_sizes(node)
+        if heights[0] == heights[1] and widths[0] == widths[1]:
+            raise CheckpointError(
+                f"{where}: exported for {heights[0]}x{widths[0]} inputs only: export it again with a dynamic "
+                "height and width (torch.export's dynamic_shapes; README, 'Exporting a PyTorch model')")
 
 
 def _name_the_program(net: fx.GraphModule, name: str) -> None:
@@ -86,9 +85,11 @@ def _name_the_program(net: fx.GraphModule, name: str) -> None:
     (a bundle's stored graph gets the bundle's name)."""
     from ..engine.frontends.ir import size_checks
 
-    for node in size_checks(net):
+    checks = size_checks(net)
+    for node in checks:
         node.kwargs = {**node.kwargs, "program": name}
-    net.recompile()
+    if checks:  # without size checks the code is unchanged: no recompile
+        net.recompile()
 
 
 def _largest_size(net: fx.GraphModule, multiple: int) -> tuple[int, int]:

@@ -23,11 +23,11 @@ class ModelNameError(LookupError):
     """No installed model has that name, or several do; the message says which to give instead."""
 
 
-def installed_model_named(name: str, models: list[InstalledModel] | None = None) -> Path:
+def installed_model_named(name: str) -> Path:
     """The one installed model whose card name is `name` (case-insensitively when no exact match).
 
     Raises ModelNameError naming the files when several share it, or suggesting a close name when none has it."""
-    models = installed_models() if models is None else models
+    models = installed_models()
     matches = [model for model in models if model.name == name]
     if not matches:
         matches = [model for model in models if model.name.casefold() == name.casefold()]

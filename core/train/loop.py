@@ -1,14 +1,12 @@
 """The training loop: seeded, resumable at epoch boundaries, best checkpoint by val mIoU."""
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import shutil
-import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -75,18 +73,6 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     except KeyboardInterrupt:
         raise TrainingInterrupted(Path(config.out_dir), saved.epochs, config.epochs, overwrite) from None
 
-
-@contextlib.contextmanager
-def _ctrl_c_deferred() -> Iterator[None]:
-    """Hold SIGINT back on this thread for the block (it arrives, as KeyboardInterrupt, right after)."""
-    if not hasattr(signal, "pthread_sigmask"):  # not on Windows: there the block stays interruptible
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log: Log, saved: _Saved,
@@ -159,15 +145,14 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
         elif val_data is None:  # nothing to select on: the latest weights are the run's result
             save_checkpoint(out_dir / "best.safetensors", scored,
                             _model_info(config, spec, epoch + 1, None, command, parent))
-        with _ctrl_c_deferred():  # what last.pt holds and what an interrupt says it holds change together
-            save_state(state_path, {
-                "config": config_dict(config), "epoch": epoch + 1, "best_miou": best_miou,
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "history": json.dumps(history),
-                **({"ema": ema.state_dict()} if ema is not None else {}),
-                **({"initial_weights": json.dumps(parent)} if parent is not None else {}),
-            })
-            saved.epochs = epoch + 1
+        save_state(state_path, {
+            "config": config_dict(config), "epoch": epoch + 1, "best_miou": best_miou,
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(), "history": json.dumps(history),
+            **({"ema": ema.state_dict()} if ema is not None else {}),
+            **({"initial_weights": json.dumps(parent)} if parent is not None else {}),
+        })
+        saved.epochs = epoch + 1  # at once: what an interrupt says last.pt holds
         (out_dir / "history.json").write_text(json.dumps(history, indent=1))
         log(line)  # after the state: a printed epoch is one a resume continues from
     return {"history": history, "best_miou": best_miou, "best_path": str(out_dir / "best.safetensors")}

@@ -71,13 +71,15 @@ def start_writing(out_dir: Path, fresh: bool, overwrite: bool, log: Callable[[st
     run left; `fresh` (a new run): remove a previous run's files first where `overwrite` allows it, else refuse
     (RunFolderError) a run that appeared there since `open_run` looked, while this one loaded its data."""
     make_folder(out_dir)
-    appeared = [name for name in RUN_FILES if fresh and not overwrite and (out_dir / name).is_file()]
-    if appeared:
-        raise RunFolderError(f"{out_dir} holds {', '.join(appeared)} written while this run loaded its data "
-                             "(another leanseg train?); choose another --out")
     for stale in out_dir.glob(".*.tmp"):  # left by a run killed while writing; the real files are intact
         stale.unlink()
-    removed = [name for name in RUN_FILES if fresh and (out_dir / name).is_file()]
+    if not fresh:
+        return
+    held = [name for name in RUN_FILES if (out_dir / name).is_file()]
+    if held and not overwrite:
+        raise RunFolderError(f"{out_dir} holds {', '.join(held)} written while this run loaded its data "
+                             "(another leanseg train?); choose another --out")
+    removed = held
     for name in removed:
         (out_dir / name).unlink()
     if removed:

@@ -6,13 +6,12 @@ live tensors in one pass, before it ran). The texts name which is which, and the
 """
 from __future__ import annotations
 
-import numpy as np
-
-from leanseg.core.io.images import ImageData
+from leanseg.core.io.images import ImageData, has_transparency
 from leanseg.core.memory import format_bytes, peak_label
 from leanseg.core.predict import Segmentation
 
-ALPHA_IGNORED = "alpha channel ignored: transparent pixels are shown and segmented with their stored colour"
+ALPHA_IGNORED = "alpha channel ignored: transparent pixels are shown and segmented with their stored colour"  # the
+# app's wording of core.io.images.ALPHA_IGNORED: here the image is shown as well
 CPU_PEAK_TIP = (
     "Job peak, process RSS: the most memory the whole app process held (resident set: Python, Qt, PyTorch's "
     "libraries, the model's weights, the image and every tensor) while this job ran; (+N) is how far it rose "
@@ -29,12 +28,7 @@ CUDA_PEAK_TIP = (
 
 def image_notes(image: ImageData) -> list[str]:
     """Short notes on how the image is shown and segmented that the user would not otherwise know."""
-    pixels = image.pixels
-    if pixels.ndim == 3 and pixels.shape[2] == 4:
-        opaque = np.iinfo(pixels.dtype).max if np.issubdtype(pixels.dtype, np.integer) else 1.0
-        if bool((pixels[:, :, 3] < opaque).any()):
-            return [ALPHA_IGNORED]
-    return []
+    return [ALPHA_IGNORED] if has_transparency(image) else []
 
 
 def job_peak_text(result: Segmentation) -> tuple[str, str]:

@@ -1,26 +1,15 @@
-"""Text that must fit the status bar: cut at a word, with an ellipsis, so a cut never reads as a typo; and the
-permanent fields beside the message, which give up their width (cut at a word, whole in their tooltips) before
-the message is cut."""
+"""The status bar's permanent fields beside the message, which give up their width (cut at a word, whole in their
+tooltips) before the message is cut."""
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, QSize, Qt, Signal
-from PySide6.QtGui import QFontMetrics
+from PySide6.QtCore import QEvent, QObject, QSize, Signal
 from PySide6.QtWidgets import QLabel, QStatusBar
 
-ELLIPSIS = "…"
+from ..text_fit import elide_at_word
+
 FIELD_MIN_PX = 56  # the narrowest a squeezed field gets: a word or two of it stays in view
 MESSAGE_MARGIN_PX = 8  # what QStatusBar keeps around its message: 6 px on its left, 2 px before the first field
 STATUS_MESSAGE_MARGIN_PX = 16  # before the bar is laid out: its margins and the size grip
-
-
-def elide_at_word(text: str, metrics: QFontMetrics, width_px: int) -> str:
-    """`text` if it fits in `width_px`, else its longest start that ends at a word and fits with "…" after it."""
-    if width_px <= 0 or metrics.horizontalAdvance(text) <= width_px:
-        return text
-    kept = metrics.elidedText(text, Qt.TextElideMode.ElideRight, width_px).removesuffix(ELLIPSIS)
-    if len(kept) < len(text) and not text[len(kept)].isspace() and " " in kept.strip():
-        kept = kept.rstrip().rsplit(" ", 1)[0]  # drop the word the cut went through
-    return kept.rstrip(" ,;:·-") + ELLIPSIS
 
 
 def squeeze(widths: list[int], budget_px: int) -> list[int]:
@@ -51,6 +40,8 @@ class StatusField(QLabel):
         return self._text
 
     def setText(self, text: str) -> None:
+        if text == self._text:  # set on every job event: no relayout for the same text
+            return
         self._text = text
         self._show()
         self.changed.emit()
@@ -68,6 +59,8 @@ class StatusField(QLabel):
         return self.fontMetrics().horizontalAdvance(self._text) + self._chrome_px()
 
     def show_within(self, width_px: int) -> None:
+        if width_px == self._width_px:
+            return
         self._width_px = width_px
         self._show()
 
@@ -107,8 +100,7 @@ class StatusFields(QObject):
 
     def message_room(self) -> int:
         """The most pixels a message can have: the bar less its fields squeezed as far as they go."""
-        wholes = [label.whole_width() for label in self._shown()]
-        return self._free_px() - sum(squeeze(wholes, 0))
+        return self._free_px() - sum(min(label.whole_width(), FIELD_MIN_PX) for label in self._shown())
 
     def fit(self) -> None:
         """Squeeze the fields just enough for the current message (all of them whole when there is none)."""

@@ -24,6 +24,7 @@ from ..inference.worker import ModelStatus
 from ..memory.monitor import start_monitor
 from ..memory.panel import MemoryPanel
 from ..messages import for_the_app, status_line
+from ..text_fit import elide_at_word
 from ..viewer.controls import InferenceControls
 from ..viewer.legend import OverlayPanel
 from ..viewer.view import SegmentationViewer
@@ -37,7 +38,7 @@ from .menus import build_menus
 from .model_events import ModelEventsMixin
 from .notes import image_notes
 from .settings import AppSettings
-from .status_text import StatusFields, elide_at_word
+from .status_text import StatusFields
 
 MEMORY_SHARE = 0.25  # the most of the window's height the memory dock keeps when the window is made lower
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from PySide6.QtGui import QFontMetrics, QResizeEvent
 from PySide6.QtWidgets import QLabel
 
+from ..text_fit import elide_at_word
+
 LAST_RUN_LINES = 3  # lines a finished run's summary may take in the panel; the whole text is in its tooltip
-ELLIPSIS = "…"
 
 
 def first_lines(text: str, metrics: QFontMetrics, width_px: int, max_lines: int) -> tuple[str, bool]:
@@ -25,10 +26,8 @@ def first_lines(text: str, metrics: QFontMetrics, width_px: int, max_lines: int)
         lines.append(line)
     if len(lines) <= max_lines:
         return "\n".join(lines), False
-    last = lines[max_lines - 1]
-    while " " in last and metrics.horizontalAdvance(last + ELLIPSIS) > width_px:
-        last = last.rsplit(" ", 1)[0]
-    return "\n".join(lines[:max_lines - 1] + [last.rstrip(" ,;:·-") + ELLIPSIS]), True
+    last = elide_at_word(" ".join(lines[max_lines - 1:]), metrics, width_px)  # the rest, cut to the last line
+    return "\n".join(lines[:max_lines - 1] + [last]), True
 
 
 class LastRunLabel(QLabel):
