@@ -8,13 +8,9 @@ and skipped. Ctrl-C stops after the current image (twice: at once); nothing is l
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from ..cluster.ray_batch import RayOptions
 from ..events import JobEvent
@@ -28,6 +24,7 @@ from . import SUMMARIES
 from .batch_ray import add_ray_options, check_ray_arguments, ray_requested, run_on_ray
 from .common import (
     CommandError,
+    CtrlC,
     add_inference_options,
     add_memory_log_option,
     build_segmenter,
@@ -38,6 +35,8 @@ from .common import (
 from .options import HELP_FORMATTER, add_overlay_options, add_probs_option
 from .progress import JobProgress
 
+CTRL_C_NOTES = ("stopping after the current image (Ctrl-C again to stop at once)",
+                "stopping now; the image in flight will be redone on resume")  # then a third raises
 EXIT_CODES = "exit code: 0 every image is segmented, 1 some failed, 2 usage error, 130 stopped before the end"
 
 
@@ -82,15 +81,16 @@ def _run_locked(args: argparse.Namespace, settings: BatchSettings, ray_options: 
     if segmenter is not None:
         print(describe_segmenter(segmenter))
     sink = _ConsoleSink()
-    with _BatchInterrupts(sink.note) as ctrl_c:
+    with CtrlC(CTRL_C_NOTES) as ctrl_c:
+        stop, cancel = ctrl_c.pressed
         try:
             if ray_options is not None:
-                summary = run_on_ray(args, settings, ray_options, cancel=ctrl_c.cancel, stop_after_current=ctrl_c.stop,
+                summary = run_on_ray(args, settings, ray_options, cancel=cancel, stop_after_current=stop,
                                      on_event=sink)
             else:
                 assert segmenter is not None
                 with memory_logging(args.memory_log, segmenter.device, sink) as on_event:
-                    summary = run_batch(settings, segmenter, cancel=ctrl_c.cancel, stop_after_current=ctrl_c.stop,
+                    summary = run_batch(settings, segmenter, cancel=cancel, stop_after_current=stop,
                                         on_event=on_event)
         except (ManifestError, CommandError) as err:
             return report_error(err)
@@ -101,39 +101,6 @@ def _run_locked(args: argparse.Namespace, settings: BatchSettings, ray_options: 
     if summary.cancelled:
         return 130
     return 0 if summary.all_ok else 1
-
-
-class _BatchInterrupts:
-    """Ctrl-C while a batch runs: the first stops after the current image, the second at once (the image in
-    flight is redone on resume), a third raises KeyboardInterrupt. Once the batch is `over()`, Ctrl-C is ignored
-    until the summary is out, so a late one cannot turn a finished batch's exit code into 130."""
-
-    def __init__(self, note: Callable[[str], None]) -> None:
-        self.stop, self.cancel, self._over = threading.Event(), threading.Event(), threading.Event()
-        self._note = note
-        self._previous: Any = None
-
-    def __enter__(self) -> _BatchInterrupts:
-        self._previous = signal.signal(signal.SIGINT, self._on_sigint)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGINT, self._previous)
-
-    def over(self) -> None:
-        self._over.set()
-
-    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
-        if self._over.is_set():
-            return
-        if not self.stop.is_set():
-            self.stop.set()
-            self._note("stopping after the current image (Ctrl-C again to stop at once)")
-        elif not self.cancel.is_set():
-            self.cancel.set()
-            self._note("stopping now; the image in flight will be redone on resume")
-        else:
-            raise KeyboardInterrupt
 
 
 class _ConsoleSink:
@@ -153,10 +120,6 @@ class _ConsoleSink:
                 self._progress.advance(postfix=Path(event.path).name if event.path else "")
             elif event.kind in ("warning", "plan") or event.data.get("alpha_ignored"):
                 self._line(event.message)
-
-    def note(self, message: str) -> None:
-        """A line from the signal handler; no lock (it may interrupt a holder on this thread)."""
-        print(f"\n{message}", file=sys.stderr, flush=True)
 
     def _line(self, message: str) -> None:
         self._progress.note(message, sys.stderr)  # above the bar on a terminal

@@ -6,10 +6,11 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import torch
 
@@ -192,24 +193,40 @@ def report_error(err: Exception) -> int:
     return 2
 
 
-@contextmanager
-def cancel_on_sigint(note: str = "stopping after the current tile (Ctrl-C again to stop at once)") -> Iterator[
-        threading.Event]:
-    """Yield an event the first Ctrl-C sets (jobs check it between tiles and engine steps); the second
-    Ctrl-C raises KeyboardInterrupt as usual. The previous handler is restored on exit."""
-    cancel = threading.Event()
+def _say_on_stderr(note: str) -> None:
+    print(f"\n{note}", file=sys.stderr, flush=True)
 
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        if cancel.is_set():
+
+class CtrlC:
+    """Ctrl-C while a job runs, in stages: the i-th press sets `pressed[i]` (jobs check it between tiles, images
+    or frames) and says `notes[i]`; one press more raises KeyboardInterrupt as usual. Once the job is `over()`,
+    Ctrl-C is ignored until the block ends (keep the summary inside it), so a late one cannot turn a finished
+    job's exit code into 130. The previous handler is restored on exit."""
+
+    def __init__(self, notes: Sequence[str], say: Callable[[str], None] = _say_on_stderr) -> None:
+        self.notes, self._say = tuple(notes), say
+        self.pressed = [threading.Event() for _ in self.notes]
+        self._over = threading.Event()
+        self._previous: Any = None
+
+    def __enter__(self) -> CtrlC:
+        self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+    def over(self) -> None:
+        self._over.set()
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        if self._over.is_set():
+            return
+        stage = next((i for i, event in enumerate(self.pressed) if not event.is_set()), None)
+        if stage is None:
             raise KeyboardInterrupt
-        cancel.set()
-        print(f"\n{note}", file=sys.stderr, flush=True)
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield cancel
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        self.pressed[stage].set()
+        self._say(self.notes[stage])
 
 
 MEMORY_LOG_SECONDS = 4 * 3600.0  # a --memory-log keeps the last 4 hours at 10 Hz (about 7 MB in memory)

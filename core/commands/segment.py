@@ -12,10 +12,10 @@ from ..memory import format_bytes, peak_label
 from . import SUMMARIES
 from .common import (
     CommandError,
+    CtrlC,
     add_inference_options,
     add_memory_log_option,
     build_segmenter,
-    cancel_on_sigint,
     check_output_folder,
     describe_segmenter,
     memory_logging,
@@ -74,20 +74,22 @@ def run(args: argparse.Namespace) -> int:
         elif event.kind == "error":
             print(f"failed{' (the rest go on)' if event.more_follow else ''}: {event.message}", file=sys.stderr)
 
-    try:
-        with cancel_on_sigint() as cancel, memory_logging(args.memory_log, segmenter.device, show) as on_event:
-            summary = segment_files(images, args.out, segmenter, write_overlay=args.overlay,
-                                    overlay_alpha=args.alpha, write_probs=args.probs,
-                                    overwrite=args.overwrite, cancel=cancel, on_event=on_event)
-    except (CommandError, ManifestError) as err:  # ManifestError: FolderBusyError, another run writes --out
-        return report_error(err)
-    except OutputPathError as err:  # names the output already
-        return report_error(CommandError(str(err)))
-    except OSError as err:
-        return report_error(CommandError(f"{args.out}: cannot write the output folder ({err.strerror or err})"))
-    finally:
-        tiles.close()
-    print(_summary_line(summary, len(images), args.out))
+    with CtrlC(["stopping after the current tile (Ctrl-C again to stop at once)"]) as ctrl_c:
+        try:
+            with memory_logging(args.memory_log, segmenter.device, show) as on_event:
+                summary = segment_files(images, args.out, segmenter, write_overlay=args.overlay,
+                                        overlay_alpha=args.alpha, write_probs=args.probs,
+                                        overwrite=args.overwrite, cancel=ctrl_c.pressed[0], on_event=on_event)
+        except (CommandError, ManifestError) as err:  # ManifestError: FolderBusyError, another run writes --out
+            return report_error(err)
+        except OutputPathError as err:  # names the output already
+            return report_error(CommandError(str(err)))
+        except OSError as err:
+            return report_error(CommandError(f"{args.out}: cannot write the output folder ({err.strerror or err})"))
+        finally:
+            ctrl_c.over()
+            tiles.close()
+        print(_summary_line(summary, len(images), args.out))
     if summary.cancelled:
         print(f"stopped by Ctrl-C{''.join(stopped_in)}; the image in flight was not written", file=sys.stderr)
         return 130

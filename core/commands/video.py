@@ -28,10 +28,10 @@ from ..predict import Segmenter
 from . import SUMMARIES
 from .common import (
     CommandError,
+    CtrlC,
     add_inference_options,
     add_memory_log_option,
     build_segmenter,
-    cancel_on_sigint,
     check_output_folder,
     describe_segmenter,
     memory_logging,
@@ -137,36 +137,37 @@ def _run(args: argparse.Namespace, options: VideoJobOptions, segmenter: Segmente
         elif event.kind in ("plan", "info"):
             progress.note(f"  {event.message}")
 
-    try:
-        if args.memory_log is not None:
-            guard.claim(args.memory_log)
-            guard.claim(sidecar_path(args.memory_log))
-        with (cancel_on_sigint("stopping after the current frame (Ctrl-C again to stop at once)") as cancel,
-              memory_logging(args.memory_log, segmenter.device, show) as on_event):
-            summary = segment_video(args.input, args.out, segmenter, options, cancel=cancel, on_event=on_event,
-                                    guard=guard)
-    except (VideoReadError, VideoWriteError, CommandError) as err:
-        return report_error(err)
-    except OutputPathError as err:  # names the output already
-        return report_error(CommandError(str(err)))
-    except OSError as err:  # e.g. a folder that cannot be written
-        return report_error(CommandError(_cannot_write(err, guard, args.out)))
-    except KeyboardInterrupt:
-        progress.close()
-        print(f"interrupted; {args.out} holds the frames segmented so far", file=sys.stderr)
-        return 130
-    finally:
-        progress.close()
-    outputs = [str(summary.output)] if summary.output else []
-    if summary.csv_path is not None and summary.frames_done:
-        outputs.append(str(summary.csv_path))
-    if summary.label_files:
-        outputs.append(f"{summary.label_files} label PNGs in {args.labels_dir}")
-    first = (f" (the first {1000 * summary.frame_seconds[0]:.0f} ms: warm-up)"
-             if len(summary.frame_seconds) > 1 else "")
-    print(f"{summary.frames_done} frame(s) in {summary.seconds:.1f} s, {summary.fps:.2f} frames/s end to end, "
-          f"inference {1000 * summary.median_infer_seconds:.0f} ms/frame median{first}, "
-          f"peak {format_bytes(summary.peak_bytes)}; wrote {', '.join(outputs) or 'nothing'}")
+    with CtrlC(["stopping after the current frame (Ctrl-C again to stop at once)"]) as ctrl_c:
+        try:
+            if args.memory_log is not None:
+                guard.claim(args.memory_log)
+                guard.claim(sidecar_path(args.memory_log))
+            with memory_logging(args.memory_log, segmenter.device, show) as on_event:
+                summary = segment_video(args.input, args.out, segmenter, options, cancel=ctrl_c.pressed[0],
+                                        on_event=on_event, guard=guard)
+        except (VideoReadError, VideoWriteError, CommandError) as err:
+            return report_error(err)
+        except OutputPathError as err:  # names the output already
+            return report_error(CommandError(str(err)))
+        except OSError as err:  # e.g. a folder that cannot be written
+            return report_error(CommandError(_cannot_write(err, guard, args.out)))
+        except KeyboardInterrupt:
+            progress.close()
+            print(f"interrupted; {args.out} holds the frames segmented so far", file=sys.stderr)
+            return 130
+        finally:
+            ctrl_c.over()
+            progress.close()
+        outputs = [str(summary.output)] if summary.output else []
+        if summary.csv_path is not None and summary.frames_done:
+            outputs.append(str(summary.csv_path))
+        if summary.label_files:
+            outputs.append(f"{summary.label_files} label PNGs in {args.labels_dir}")
+        first = (f" (the first {1000 * summary.frame_seconds[0]:.0f} ms: warm-up)"
+                 if len(summary.frame_seconds) > 1 else "")
+        print(f"{summary.frames_done} frame(s) in {summary.seconds:.1f} s, {summary.fps:.2f} frames/s end to end, "
+              f"inference {1000 * summary.median_infer_seconds:.0f} ms/frame median{first}, "
+              f"peak {format_bytes(summary.peak_bytes)}; wrote {', '.join(outputs) or 'nothing'}")
     if summary.cancelled:
         expected = f" of {summary.frames_expected}" if summary.frames_expected else ""
         print(f"stopped by Ctrl-C after {summary.frames_done}{expected} frame(s); the outputs hold them and play",

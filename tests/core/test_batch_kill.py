@@ -127,19 +127,21 @@ def test_ctrl_c_stops_after_the_current_image_and_resume_finishes(
 def test_ctrl_c_after_the_batch_is_over_leaves_its_exit_code_alone() -> None:
     """Real SIGINTs to this process: the first two stop the batch (after the image, then at once); once the batch
     is over, another is ignored, so a Ctrl-C while the summary prints cannot make a finished batch exit 130."""
-    from leanseg.core.commands.batch import _BatchInterrupts
+    from leanseg.core.commands.batch import CTRL_C_NOTES
+    from leanseg.core.commands.common import CtrlC
 
     notes: list[str] = []
     before = signal.getsignal(signal.SIGINT)
-    with _BatchInterrupts(notes.append) as ctrl_c:
+    with CtrlC(CTRL_C_NOTES, notes.append) as ctrl_c:
+        stop, cancel = ctrl_c.pressed
         signal.raise_signal(signal.SIGINT)
-        assert ctrl_c.stop.is_set() and not ctrl_c.cancel.is_set()
+        assert stop.is_set() and not cancel.is_set()
         ctrl_c.over()
         signal.raise_signal(signal.SIGINT)  # the default handler would raise KeyboardInterrupt here
-        assert not ctrl_c.cancel.is_set()
+        assert not cancel.is_set()
         assert notes == ["stopping after the current image (Ctrl-C again to stop at once)"]
     assert signal.getsignal(signal.SIGINT) is before
-    with _BatchInterrupts(notes.append) as ctrl_c, pytest.raises(KeyboardInterrupt):
+    with CtrlC(CTRL_C_NOTES, notes.append) as ctrl_c, pytest.raises(KeyboardInterrupt):
         for _ in range(3):
             signal.raise_signal(signal.SIGINT)
-    assert ctrl_c.cancel.is_set() and signal.getsignal(signal.SIGINT) is before
+    assert ctrl_c.pressed[1].is_set() and signal.getsignal(signal.SIGINT) is before
