@@ -10,6 +10,9 @@ from PySide6.QtWidgets import QApplication
 
 ACCENT = "#3d8bfd"
 VIEW_BACKGROUND = "#17181b"  # behind images and plots
+PLOT_TEXT = "#c8ccd4"  # titles and labels drawn inside plots
+DIM_TEXT = "#9aa0aa"  # secondary text: the Last-run line, placeholders, minor marks
+PEAK_COLOUR = "#d9c8a0"  # a pale shade of allocated's: the peak of that curve, not an alarm
 STYLE_SHEET = f"""
 QMainWindow, QDockWidget {{ background: #202226; }}
 QDockWidget::title {{ background: #2a2d32; padding: 5px 8px; color: #d7dae0; font-weight: 600; }}
@@ -17,9 +20,9 @@ QToolBar {{ background: #25272b; border: none; border-bottom: 1px solid #33363c;
 QStatusBar {{ background: #25272b; color: #b9bec8; border-top: 1px solid #33363c; }}
 QLabel#statusField {{ color: #b9bec8; padding: 0 10px; border-left: 1px solid #3a3d44; }}
 QLabel#modelName {{ font-weight: 600; color: #e6e8ec; }}
-QLabel#lastResult, QLabel#dimLabel {{ color: #9aa0aa; }}
+QLabel#lastResult, QLabel#dimLabel {{ color: {DIM_TEXT}; }}
 QLabel#lastResult[failed="true"] {{ color: #ff8a80; }}
-QLabel#peakLabel {{ color: #d9c8a0; font-weight: 600; }}
+QLabel#peakLabel {{ color: {PEAK_COLOUR}; font-weight: 600; }}
 QFrame#banner {{ background: #4a3b12; border-bottom: 1px solid #7a5f14; }}
 QFrame#banner QLabel {{ color: #ffe6a6; padding: 4px; }}
 QPushButton {{ background: #30333a; border: 1px solid #444852; border-radius: 4px; padding: 5px 12px; color: #e6e8ec; }}

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QPushButton, Q
 
 from leanseg.core.memory import format_bytes
 
-from ..style import VIEW_BACKGROUND
+from ..style import DIM_TEXT, PEAK_COLOUR, PLOT_TEXT, VIEW_BACKGROUND
 from .axis import SparseAxis
 
 MB = 1e6
@@ -28,7 +28,6 @@ CURVES = (  # snapshot key, legend name, colour; engine_live is drawn against th
     ("allocated", "allocated", "#f2a541"),
     ("engine_live", "engine live tensors (right axis)", "#4fc38a"),
 )
-PEAK_COLOUR = "#d9c8a0"  # a pale shade of allocated's: the peak of that curve, not an alarm
 MAJOR_MARKS = ("start", "done", "cancel", "failed", "empty", "reset")
 MARK_WORDS = {"error": "failed"}  # what the plot writes for a mark label's first word, where it differs
 MARK_ROWS = (0.93, 0.78, 0.63, 0.48)  # heights of the mark label rows, as a fraction of the plot's height
@@ -112,7 +111,7 @@ class MemoryPanel(QWidget):
         text = "&nbsp;&nbsp;&nbsp;".join(f"<span style='color:{colour}'>&#9473;&#9473;</span> {name}"
                                          for name, colour in entries)
         item = self.plot.getPlotItem()
-        item.setTitle(text, color="#c8ccd4", size="8pt")
+        item.setTitle(text, color=PLOT_TEXT, size="8pt")
         item.layout.setRowFixedHeight(0, LEGEND_HEIGHT_PX)
 
     def _right_axis_view(self) -> pg.ViewBox:
@@ -227,11 +226,11 @@ class MemoryPanel(QWidget):
             label = " ".join(filter(None, (MARK_WORDS.get(first, first), rest)))
             major = label.split()[0].lower().startswith(MAJOR_MARKS) if label else False
             style = Qt.PenStyle.SolidLine if major else Qt.PenStyle.DotLine
-            pen = pg.mkPen("#9aa0aa" if major else "#4a4e57", width=1, style=style)
+            pen = pg.mkPen(DIM_TEXT if major else "#4a4e57", width=1, style=style)
             row = self._label_row(time, label) if major else 0
             line = pg.InfiniteLine(pos=time, angle=90, movable=False, pen=pen,
                                    label=label if major else None,
-                                   labelOpts={"position": MARK_ROWS[row], "color": "#c8ccd4",
+                                   labelOpts={"position": MARK_ROWS[row], "color": PLOT_TEXT,
                                               "anchors": [(0, 0.5), (0, 0.5)]})
             self.plot.addItem(line)
             self._mark_lines.append(line)

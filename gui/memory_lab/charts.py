@@ -12,12 +12,11 @@ from leanseg.core.memory import format_bytes
 from leanseg.core.profile import LowerBounds, MemoryProfile
 
 from ..memory.axis import SparseAxis
-from ..style import VIEW_BACKGROUND
+from ..style import DIM_TEXT, PLOT_TEXT, VIEW_BACKGROUND
 
 MB = 1e6
 BAR_COLOURS = {"train": "#e5534b", "eval": "#f2a541", "engine": "#4fc38a"}
-TEXT = "#c8ccd4"
-DIM_TEXT = "#9aa0aa"  # the placeholder's colour, as the style's dim labels
+TEXT = PLOT_TEXT
 BOUND_STYLES = (  # pen and the glyph that names it in a title, one per lower bound (blocks whole, in pieces)
     (pg.mkPen(TEXT, width=1, style=Qt.PenStyle.DashLine), "╌╌"),
     (pg.mkPen("#9fd8ff", width=1, style=Qt.PenStyle.DotLine), "┈┈"),
@@ -38,33 +37,28 @@ class LabChart(pg.PlotWidget):
         for side in ("left", "bottom"):
             self.getAxis(side).enableAutoSIPrefix(False)
         self.setMouseEnabled(x=False, y=False)
-        self.empty_text = empty_text  # what the placeholder says (the window changes it while a run goes on)
-        self.placeholder = pg.TextItem(empty_text, color=DIM_TEXT, anchor=(0.5, 0.5))
+        self.placeholder = pg.TextItem(empty_text, color=DIM_TEXT, anchor=(0.5, 0.5))  # the window changes its
+        self.placeholder.setVisible(False)  # text while a run goes on; shown by _show_empty
         self.addItem(self.placeholder, ignoreBounds=True)
-        self._empty = False
 
     def is_empty(self) -> bool:
         """Whether the chart shows its placeholder (there is nothing to draw yet)."""
-        return self._empty
+        return self.placeholder.isVisible()
 
     def set_empty_text(self, text: str) -> None:
-        self.empty_text = text
         self.placeholder.setText(text)
 
     def _show_empty(self) -> None:
         """The placeholder in the middle of a 0..1 frame; the axes keep their titles and lose their ticks."""
         for side in ("left", "bottom"):
             self.getAxis(side).setTicks([[]])
-        self.placeholder.setText(self.empty_text)
         self.placeholder.setPos(0.5, 0.5)
         self.placeholder.setVisible(True)
-        self._empty = True
         self.setXRange(0, 1, padding=0)
         self.setYRange(0, 1, padding=0)
 
     def _show_data(self) -> None:
         self.placeholder.setVisible(False)
-        self._empty = False
         for side in ("left", "bottom"):
             self.getAxis(side).setTicks(None)  # pyqtgraph's own again
 
