@@ -15,6 +15,7 @@ from .engine.graph_lock import GRAPH_LOCK
 from .engine.mirror import MIRROR_MODES
 from .engine.multiscale import EXACT_WITH_SCALES, check_scales, format_scales
 from .engine.oom import FaultInjection
+from .engine.tiling import TilingOutcome
 from .events import EventSink, JobCancelled, ignore_event
 from .io.images import ImageData, to_model_input
 from .memory import peak_bytes, reset_peak
@@ -76,6 +77,7 @@ class Segmentation:
     probs: np.ndarray | None = None  # (K, H, W) float32 when asked for
     notes: list[str] = field(default_factory=list)  # e.g. what tiling the plan chose
     peak_device: str = ""  # where peak_bytes was measured (the segmenter's device; `device` may be a CPU fallback's)
+    tiling: TilingOutcome | None = None  # what the tiler did: its tiles and their peak (None: not from a Segmenter)
 
 
 class Segmenter:
@@ -129,11 +131,12 @@ class Segmenter:
             labels=result.labels,
             seconds=seconds,
             peak_bytes=peak_bytes(self.device),
-            device=result.device,
+            device=result.tiling.device,
             start_bytes=start_bytes,
             probs=result.probs,
-            notes=[*self.notes, *result.notes],
+            notes=[*self.notes, result.tiling.plan.describe(), *result.tiling.notes],
             peak_device=str(self.device),
+            tiling=result.tiling,
         )
 
     def _run_eager(self, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:

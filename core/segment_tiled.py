@@ -259,8 +259,7 @@ def plan_event(plan: TilingPlan) -> JobEvent:
 class TiledResult:
     labels: np.ndarray  # (H, W) uint8
     probs: np.ndarray | None  # (K, H, W) float32 when asked for
-    device: str  # where the last tile ran ('cpu' after an out-of-memory fallback)
-    notes: list[str]  # the plan, and any recovery steps
+    tiling: TilingOutcome  # where the last tile ran ('cpu' after an out-of-memory fallback), its tiles, their peak
 
 
 def segment_in_tiles(
@@ -270,7 +269,7 @@ def segment_in_tiles(
     cancel: threading.Event | None = None,
     on_event: EventSink = ignore_event,
 ) -> TiledResult:
-    """Labels (H, W) uint8, probs (K, H, W) float32 when asked for, where it ran, notes for the user."""
+    """Labels (H, W) uint8, probs (K, H, W) float32 when asked for, and what the tiler did."""
     info = segmenter.info
     want_probs = segmenter.options.want_probs
     output = "logits" if want_probs else "labels"
@@ -284,10 +283,9 @@ def segment_in_tiles(
                       image_width=image.width)
     if plan.mode != "whole" or segmenter.options.tiling != "auto":
         on_event(plan_event(plan))
-    outcome: TilingOutcome = run_tiles(
-        plan, source, sink, runner_for(segmenter, output, cancel), device=segmenter.device,
-        cancel=cancel, on_event=on_event, cpu_runner=cpu_runner_for(segmenter))
-    return TiledResult(labels, probs, outcome.device, [plan.describe()] + outcome.notes)
+    outcome = run_tiles(plan, source, sink, runner_for(segmenter, output, cancel), device=segmenter.device,
+                        cancel=cancel, on_event=on_event, cpu_runner=cpu_runner_for(segmenter))
+    return TiledResult(labels, probs, outcome)
 
 
 __all__ = [

@@ -34,6 +34,8 @@ class TilingOutcome:
     device: str  # where the last tile ran ('cpu' after a fallback)
     tiles_run: int = 0
     attempts: int = 0  # tile runs started, failed ones included
+    tile_peak_bytes: int = 0  # the largest tile's peak, in the measure `measure` names
+    measure: str = ""  # what the peaks count (engine tensors, CUDA allocated, process RSS); 'mixed' when tiles differ
     notes: list[str] = field(default_factory=list)
 
 
@@ -99,6 +101,9 @@ def run_tiles(
         outcome.tiles_run += 1
         count = outcome.tiles_run + sum(len(split_box(box, tile_shape)) for box in queue)
         live, measure = _tile_peak(device)
+        outcome.tile_peak_bytes = max(outcome.tile_peak_bytes, live)
+        # a tile measured otherwise (an eager fallback's RSS): no single measure to name
+        outcome.measure = measure if outcome.tiles_run == 1 or measure == outcome.measure else "mixed"
         on_event(JobEvent("tile", f"tile {outcome.tiles_run}/{count}" + (f", {format_bytes(live)}" if live else ""),
                           index=outcome.tiles_run - 1, count=count, live_bytes=live,
                           data={"core": core, "tile_shape": tile_shape, "halo_px": halo_px, "device": str(device),

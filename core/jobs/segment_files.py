@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.oom import OutOfMemory
+from ..engine.tiling import TilingOutcome
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event, said_once
 from ..io.images import ALPHA_IGNORED, ImageReadError, has_transparency, read_image, to_rgb8
 from ..io.output_names import output_file_name, output_stems
 from ..io.outputs import atomic_write_bytes, overlay, write_png
 from ..memory import format_bytes, peak_label
-from ..predict import Segmenter
+from ..predict import InferenceOptions, Segmenter
 from .folder_lock import FolderLock
 from .segment_large import is_large_tiff, segment_large_tiff
 from .segment_ledger import SegmentLedger
-from .tile_stats import TileStats
 
 
 @dataclass
@@ -35,6 +35,7 @@ class FileResult:
     height: int = 0
     device: str = ""
     peak_device: str = ""  # where peak_bytes was measured: the segmenter's device, even after a CPU fallback
+    tiling: TilingOutcome | None = None  # what the tiler did: its tiles and their peak (None for a failed file)
 
 
 @dataclass
@@ -147,11 +148,10 @@ def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, wanted:
             summary.cancelled = True
             on_event(JobEvent("cancelled", "cancelled", index=index, count=count))
             break
-        tiles = TileStats(segmenter)
         try:
-            result = _segment_image(path, out_dir, stem, segmenter, wanted, guard, cancel, tiles.watch(on_event))
-            if line := tiles.tiles_line(path.name):
-                on_event(JobEvent("info", line, path=str(path), data={"tiles": tiles.tiles}))
+            result = _segment_image(path, out_dir, stem, segmenter, wanted, guard, cancel, on_event)
+            if result.tiling is not None and (line := _tiles_line(path.name, result.tiling)):
+                on_event(JobEvent("info", line, path=str(path), data={"tiles": result.tiling.tiles_run}))
         except JobCancelled:
             summary.cancelled = True
             on_event(JobEvent("cancelled", f"cancelled during {path}", index=index, count=count))
@@ -164,7 +164,7 @@ def _segment_all(paths: list[Path], out_dir: Path, segmenter: Segmenter, wanted:
                 JobEvent(
                     "image",
                     f"{path.name}: {result.width}x{result.height}, {result.device}, {result.seconds:.2f} s, "
-                    f"{tiles.budget_text()}{_peak_text(result)}"
+                    f"{_budget_text(result.tiling, segmenter.options)}{_peak_text(result)}"
                     + (f", -> {result.outputs[0].name}" if stem != path.stem else ""),
                     index=index,
                     count=count,
@@ -197,7 +197,8 @@ def _segment_image(
         large = segment_large_tiff(path, labels_tif, segmenter, cancel=cancel, on_event=on_event)
         return FileResult(path, ok=True, outputs=[large.labels_path], seconds=large.seconds,
                           peak_bytes=large.peak_bytes, start_bytes=large.start_bytes, width=large.width,
-                          height=large.height, device=large.device, peak_device=str(segmenter.device))
+                          height=large.height, device=large.device, peak_device=str(segmenter.device),
+                          tiling=large.tiling)
     labels_path = out_dir / output_file_name(stem, "labels")
     overlay_path = out_dir / output_file_name(stem, "overlay")
     probs_path = out_dir / output_file_name(stem, "probs")
@@ -224,7 +225,28 @@ def _segment_image(
         outputs.append(atomic_write_bytes(probs_path, buffer.getvalue()))
     return FileResult(path, ok=True, outputs=outputs, seconds=result.seconds, peak_bytes=result.peak_bytes,
                       start_bytes=result.start_bytes, width=image.width, height=image.height, device=result.device,
-                      peak_device=result.peak_device)
+                      peak_device=result.peak_device, tiling=result.tiling)
+
+
+def _tiles_line(name: str, tiling: TilingOutcome) -> str:
+    """'huge.png: 6 tiles of 1504x1344 px, each at most 92.5 MB of engine tensors'; '' for one pass."""
+    if tiling.tiles_run < 2:
+        return ""
+    rows, columns = tiling.tile_shape  # the last tile's core
+    known = tiling.tile_peak_bytes and tiling.measure != "mixed"
+    peak = f", each at most {format_bytes(tiling.tile_peak_bytes)} of {tiling.measure}" if known else ""
+    return f"{name}: {tiling.tiles_run} tiles of {columns}x{rows} px{peak}"
+
+
+def _budget_text(tiling: TilingOutcome | None, options: InferenceOptions) -> str:
+    """'tensor peak 140.5 MB (tiles and image arrays) of the 256.0 MB budget; ' under a --memory-budget, when the
+    tiles counted engine tensors, else ''."""
+    budget = options.memory_budget
+    if not budget or tiling is None or not tiling.tile_peak_bytes or tiling.measure != "engine tensors":
+        return ""
+    held = tiling.plan.held_bytes  # the image and its output arrays, which the plan counts against the budget
+    what = " (tiles and image arrays)" if held else ""
+    return f"tensor peak {format_bytes(tiling.tile_peak_bytes + held)}{what} of the {format_bytes(budget)} budget; "
 
 
 def _peak_text(result: FileResult) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..engine.tile_plan import Box
-from ..engine.tiling import run_tiles
+from ..engine.tiling import TilingOutcome, run_tiles
 from ..events import EventSink, ignore_event
 from ..io.images import ImageData, to_model_input
 from ..io.large import MEMMAP_MIN_PIXELS, MappedTiff, create_label_tiff, mappable_tiff, open_large_tiff
@@ -34,6 +34,7 @@ class LargeResult:
     seconds: float
     peak_bytes: int  # process peak (CPU) or device peak (CUDA) while segmenting
     device: str  # where the last tile ran
+    tiling: TilingOutcome  # what the tiler did: its tiles and their peak
     notes: list[str] = field(default_factory=list)
     start_bytes: int = 0  # what was in use as segmenting began, in the same measure as peak_bytes
 
@@ -78,7 +79,8 @@ def segment_large_tiff(
     finally:
         partial.unlink(missing_ok=True)
     return LargeResult(out_path, source_tiff.height, source_tiff.width, time.perf_counter() - start,
-                       peak_bytes(segmenter.device), outcome.device, [plan.describe()] + outcome.notes, start_bytes)
+                       peak_bytes(segmenter.device), outcome.device, outcome, [plan.describe()] + outcome.notes,
+                       start_bytes)
 
 
 def _mapped_source(tiff: MappedTiff, segmenter: Segmenter):  # type: ignore[no-untyped-def]

@@ -42,8 +42,8 @@ def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | Non
     max_size = _largest_size(net, multiple)
     config = GraphModelConfig(num_classes=classes, in_channels=channels, size_multiple=multiple, min_size=min_size,
                               max_size=max_size, source_format=kind)
-    model = GraphModel(net, size_multiple=multiple, min_size=min_size, max_size=max_size,
-                       bgr=card.channel_order == "BGR", probabilities=card.output_kind == "probabilities").eval()
+    model = GraphModel(net, config, bgr=card.channel_order == "BGR",
+                       probabilities=card.output_kind == "probabilities").eval()
     info = ModelInfo(
         config=config,  # type: ignore[arg-type]
         class_names=card.class_names(classes), class_colours=card.class_colours(classes),

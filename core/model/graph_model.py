@@ -30,27 +30,37 @@ class GraphModelConfig:
             raise ValueError(f"num_classes must be in 1..255 (labels are uint8), got {self.num_classes}")
         if self.in_channels not in (1, 3):
             raise ValueError(f"in_channels must be 1 or 3, got {self.in_channels}")
+        if self.size_multiple < 1:
+            raise ValueError(f"size_multiple must be >= 1, got {self.size_multiple}")
+        if any(side < 0 or side % self.size_multiple for side in self.min_size):
+            raise ValueError(f"min_size (height, width) must be 0 or multiples of size_multiple "
+                             f"({self.size_multiple}), got {self.min_size}")
 
 
 class GraphModel(nn.Module):
     """(1, C, H, W) -> (1, K, H, W) logits for any H, W: pad to `size_multiple`, run the graph, crop."""
 
-    def __init__(self, net: fx.GraphModule, size_multiple: int = 32, *, min_size: tuple[int, int] = (0, 0),
-                 max_size: tuple[int, int] = (0, 0), bgr: bool = False, probabilities: bool = False) -> None:
+    def __init__(self, net: fx.GraphModule, config: GraphModelConfig, *, bgr: bool = False,
+                 probabilities: bool = False) -> None:
         super().__init__()
-        if size_multiple < 1:
-            raise ValueError(f"size_multiple must be >= 1, got {size_multiple}")
-        if any(side < 0 or side % size_multiple for side in min_size):
-            raise ValueError(f"min_size (height, width) must be 0 or multiples of size_multiple ({size_multiple}), "
-                             f"got {min_size}")
         self.net = _leaves_for_any_tracer(net)
-        self.size_multiple = size_multiple
-        self.min_size = (int(min_size[0]), int(min_size[1]))
-        # The largest (height, width) a pass may take, padding included (0: any): larger images go in tiles of
-        # at most this size (a program exported for a bounded size range refuses more).
-        self.max_size = (int(max_size[0]), int(max_size[1]))
+        self.config = config  # its sizes, the same object its ModelInfo holds
         self.bgr = bgr  # the net expects BGR channel order
         self.probabilities = probabilities  # the net ends in a softmax: return log-probabilities as logits
+
+    @property
+    def size_multiple(self) -> int:
+        return self.config.size_multiple
+
+    @property
+    def min_size(self) -> tuple[int, int]:
+        return self.config.min_size
+
+    @property
+    def max_size(self) -> tuple[int, int]:
+        """The largest (height, width) a pass may take, padding included (0: any): larger images go in tiles of
+        at most this size (a program exported for a bounded size range refuses more)."""
+        return self.config.max_size
 
     def forward(self, x: Tensor) -> Tensor:
         if self.bgr:

@@ -135,5 +135,5 @@ def test_a_bgr_net_ending_in_a_softmax_keeps_its_field(exported: dict[str, Path]
     from leanseg.core.model.graph_model import GraphModel
 
     model = load_model(exported["resnet_unet"]).model
-    wrapped = GraphModel(model.net, model.size_multiple, bgr=True, probabilities=True)
+    wrapped = GraphModel(model.net, model.config, bgr=True, probabilities=True)
     assert compute_receptive_field(wrapped) == compute_receptive_field(model)
