@@ -62,15 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     app.setOrganizationName("leanseg")
     apply_style(app)  # type: ignore[arg-type]
     settings = AppSettings(args.settings)
-    from leanseg.core.model.catalog import model_path_argument  # after parsing: --help needs no torch
-    from leanseg.core.model.model_names import ModelNameError, find_model
+    from leanseg.core.model.model_names import ModelNameError, find_model  # after parsing: --help needs no torch
 
-    model = model_path_argument(args.model) if args.model else None
-    if model is not None:
+    model = None
+    if args.model:
         try:
-            model = find_model(model)  # the card name `leanseg models` shows
+            model = find_model(args.model)  # a path, or an installed model's file or card name (`leanseg models`)
         except ModelNameError as err:  # the window says the file cannot be opened, and keeps the default
             print(f"leanseg: {err}", file=sys.stderr)
+            model = Path(args.model)
     window = MainWindow(settings=settings, model_path=model)
     taker = None
     if args.screenshot is not None:

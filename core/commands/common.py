@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
@@ -20,7 +19,7 @@ from ..events import EventSink, JobEvent
 from ..io.images import DEFAULT_MAX_PIXELS, set_max_pixels
 from ..memory import MemoryMonitor, parse_bytes
 from ..model.card import default_input
-from ..model.catalog import display_name, model_path_argument
+from ..model.catalog import display_name
 from ..model.checkpoint import CheckpointError, LoadedModel
 from ..model.model_names import ModelNameError, find_model
 from ..model.sources import load_model as open_model_file
@@ -55,7 +54,7 @@ def positive_int(text: str) -> int:
 def add_inference_options(parser: argparse.ArgumentParser, mirror: str = "off") -> None:
     """The inference flags every command that infers shares; `mirror`: this command's default --mirror."""
     group = parser.add_argument_group("inference")
-    group.add_argument("--model", type=model_path_argument, metavar="MODEL",
+    group.add_argument("--model", metavar="MODEL",
                        help="a .pt2 or .onnx graph (card NAME.json beside it), a .leanseg bundle or a leanseg "
                             ".safetensors checkpoint, or the name of an installed one (`leanseg models`); "
                             "default: the shipped CamVid model")
@@ -81,19 +80,27 @@ def add_inference_options(parser: argparse.ArgumentParser, mirror: str = "off") 
                        help=f"refuse images larger than N pixels before decoding them (default {DEFAULT_MAX_PIXELS:,})")
 
 
-def load_model(path: Path | None) -> LoadedModel:
-    """The given model file (.safetensors, .pt2, .onnx, .leanseg), or the shipped default; CommandError when bad."""
-    if path is None:
-        path = default_model_path()
-        if not path.is_file():
-            raise CommandError(
-                f"no default model is installed (looked for {path}); pass --model PATH, or train one "
-                "with `leanseg train` (see README, 'The default model')"
-            )
-    try:
-        path = find_model(path)  # not a file's name: an installed model's card name?
-    except ModelNameError as err:
-        raise CommandError(str(err)) from None
+def model_file(model: str | Path | None) -> Path:
+    """The file a --model value names (`find_model`: a path, or an installed model's file or card name), or the
+    shipped default for None; CommandError when no installed model has the name, or no default is installed."""
+    if model is not None:
+        try:
+            return find_model(model)
+        except ModelNameError as err:
+            raise CommandError(str(err)) from None
+    path = default_model_path()
+    if not path.is_file():
+        raise CommandError(
+            f"no default model is installed (looked for {path}); pass --model PATH, or train one "
+            "with `leanseg train` (see README, 'The default model')"
+        )
+    return path
+
+
+def load_model(model: str | Path | None) -> LoadedModel:
+    """Open the model a --model value names (.safetensors, .pt2, .onnx, .leanseg; see `model_file`), or the
+    shipped default; CommandError when there is none or it cannot be opened."""
+    path = model_file(model)
     try:
         return open_model_file(path)
     except CheckpointError as err:
@@ -122,12 +129,12 @@ def build_segmenter(args: argparse.Namespace, want_probs: bool = False) -> Segme
     if args.threads:
         torch.set_num_threads(args.threads)
     set_max_pixels(getattr(args, "max_pixels", DEFAULT_MAX_PIXELS))
-    name = args.model or default_model_path()
-    slow = threading.Timer(LOADING_NOTE_AFTER_S, lambda: print(f"loading model {name}…", file=sys.stderr, flush=True))
+    path = model_file(args.model)
+    slow = threading.Timer(LOADING_NOTE_AFTER_S, lambda: print(f"loading model {path}…", file=sys.stderr, flush=True))
     if sys.stderr.isatty():  # a person waits: a .pt2 or .onnx takes seconds to open; a quick load says nothing
         slow.start()
     try:
-        loaded = load_model(args.model)
+        loaded = load_model(path)
     finally:
         slow.cancel()
     try:
@@ -169,22 +176,6 @@ def describe_segmenter(segmenter: Segmenter) -> str:
                      f"net expects otherwise, write {path.with_suffix('.json').name if path else 'NAME.json'} "
                      "(README: 'The model card')")
     return "\n".join([line, *(f"note: {note}" for note in notes)])
-
-
-def check_output_folder(folder: Path) -> None:
-    """Raise CommandError when `folder` cannot become an output folder: a file, or an unwritable parent.
-
-    Run before the model loads, so a mistyped --out is refused at once; creates nothing."""
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise CommandError(f"{folder}: cannot write the output folder (it is a file; give a folder)")
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if existing != folder and not existing.is_dir():
-        raise CommandError(f"{folder}: cannot write the output folder ({existing} is a file)")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise CommandError(f"{folder}: cannot write the output folder (no permission to write in {existing})")
 
 
 def report_error(err: Exception) -> int:

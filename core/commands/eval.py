@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from ..io.images import ImageReadError, read_image
-from ..io.outputs import OutputPathError, atomic_write_bytes, check_can_create
+from ..io.outputs import OutputPathError, atomic_write_bytes, check_output_folder
 from ..train.dataset import DatasetError, check_label, find_pairs
 from ..train.frames import sequence_of
 from ..train.metrics import confusion_matrix, iou_per_class, mean_iou, pixel_accuracy
 from . import SUMMARIES
-from .common import CommandError, add_inference_options, build_segmenter, check_output_folder, report_error
+from .common import CommandError, add_inference_options, build_segmenter, report_error
 from .progress import ProgressBar
 
 
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     target = args.json or args.out / f"eval_{args.split}.json"
     try:
-        _check_target(target, f"--json {target}: " if args.json else "--out ")
+        _check_target(target, f"--json {target}:" if args.json else "--out")
         pairs = find_pairs(args.data, args.split)  # every file checked to exist before the model loads
         segmenter = build_segmenter(args)
     except (CommandError, DatasetError, OutputPathError) as err:
@@ -71,14 +71,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"| {'class'.ljust(width)} | IoU    |\n| {'-' * width} | ------ |")
     for name, iou in zip(info.class_names, ious):
         print(f"| {name.ljust(width)} | {_figure(iou)} |")
-    miou, accuracy = mean_iou(matrix), pixel_accuracy(matrix)
-    print(f"| {'mean IoU'.ljust(width)} | {_figure(miou)} |\n| {'pixel accuracy'.ljust(width)} | {accuracy:.4f} |")
+    miou, accuracy = mean_iou(matrix), _pixel_accuracy(matrix)
+    print(f"| {'mean IoU'.ljust(width)} | {_figure(miou)} |\n| {'pixel accuracy'.ljust(width)} | {_figure(accuracy)} |")
     payload = {
         "model": str(segmenter.loaded.path), "data": str(args.data), "split": args.split, "images": len(pairs),
         "engine": args.engine, "precision": args.precision, "mirror": segmenter.options.mirror,
         "scales": list(segmenter.options.scales), "seconds": time.perf_counter() - started,
         "per_class_iou": {n: _json_figure(v) for n, v in zip(info.class_names, ious)},
-        "mean_iou": _json_figure(miou), "pixel_accuracy": accuracy, "confusion_matrix": matrix.tolist(),
+        "mean_iou": _json_figure(miou), "pixel_accuracy": _json_figure(accuracy), "confusion_matrix": matrix.tolist(),
     }
     if args.per_sequence:
         payload["per_sequence"] = _per_sequence(by_sequence, frames, info.class_names)
@@ -90,18 +90,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_target(target: Path, prefix: str) -> None:
+def _check_target(target: Path, option: str) -> None:
     """CommandError or OutputPathError, before any work, when the JSON cannot be written at `target`;
-    `prefix` names the option that chose it. Creates nothing."""
+    `option` names what chose it ("--out", or "--json FILE:"). Creates nothing."""
     if target.is_dir():
-        fix = (f"give --json a file name such as {target / 'eval.json'}" if prefix.startswith("--json")
+        fix = (f"give --json a file name such as {target / 'eval.json'}" if option.startswith("--json")
                else "move it or give --json a file name")
         raise CommandError(f"{target} is a folder; {fix}")
-    try:
-        check_output_folder(target.parent)
-    except CommandError as err:
-        raise CommandError(f"{prefix}{err}") from None
-    check_can_create(target)
+    check_output_folder(target.parent, option)
 
 
 def _warn_unknown_labels(truth: np.ndarray, label_path: Path, k: int, ignore_index: int | None,
@@ -119,13 +115,20 @@ def _warn_unknown_labels(truth: np.ndarray, label_path: Path, k: int, ignore_ind
     return True
 
 
+def _pixel_accuracy(matrix: np.ndarray) -> float:
+    """The share of labelled pixels predicted right; NaN when no pixel is labelled (every label ignored)."""
+    return pixel_accuracy(matrix) if matrix.sum() else float("nan")
+
+
 def _figure(value: float, width: int = 6) -> str:
-    """A table cell: `value` to 4 places, or n/a (NaN: a class absent from both labels and predictions)."""
+    """A table cell: `value` to 4 places, or n/a (NaN: a class absent from both labels and predictions, or no
+    labelled pixel)."""
     return "n/a".ljust(width) if np.isnan(value) else f"{value:.4f}".ljust(width)
 
 
 def _json_figure(value: float) -> float | None:
-    """`value` for the JSON: null for NaN (a class absent from both labels and predictions), which JSON lacks."""
+    """`value` for the JSON: null for NaN (a class absent from both labels and predictions, or no labelled
+    pixel), which JSON lacks."""
     return None if np.isnan(value) else float(value)
 
 
@@ -136,9 +139,9 @@ def _per_sequence(matrices: dict[str, np.ndarray], frames: dict[str, int], class
     for sequence in sorted(matrices):
         matrix = matrices[sequence]
         ious = iou_per_class(matrix)
-        miou, accuracy = mean_iou(matrix), pixel_accuracy(matrix)
+        miou, accuracy = mean_iou(matrix), _pixel_accuracy(matrix)
         figures[sequence] = {
-            "images": frames[sequence], "mean_iou": _json_figure(miou), "pixel_accuracy": accuracy,
+            "images": frames[sequence], "mean_iou": _json_figure(miou), "pixel_accuracy": _json_figure(accuracy),
             "per_class_iou": {n: _json_figure(v) for n, v in zip(class_names, ious)},
         }
         print(f"| {sequence:<8} | {frames[sequence]:>6} | {_figure(miou, 8)} | {_figure(accuracy, 14)} |")

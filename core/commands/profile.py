@@ -13,8 +13,7 @@ from ..benchmarks.report import format_table
 from ..device import resolve_device
 from ..events import JobCancelled, JobEvent
 from ..memory import format_bytes
-from ..model.catalog import model_path_argument
-from ..model.model_names import ModelNameError, find_model
+from ..model.model_names import find_model
 from ..profile import CONFIGURATION_NAMES, LabRequest, LabResult, ModelSpec, default_spec, run_lab, write_lab
 from ..profile.records import MemoryProfile
 from . import SUMMARIES
@@ -27,7 +26,7 @@ TOLERANCE = 0.10  # the profile should explain the measured peak within this sha
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("profile", help=SUMMARIES["profile"],
                             description=__doc__, formatter_class=HELP_FORMATTER)
-    parser.add_argument("--model", type=model_path_argument, default=None,
+    parser.add_argument("--model", default=None,
                         help="a .safetensors checkpoint, .pt2, .onnx or .leanseg, or an installed model's name; "
                              "default: the shipped model, else MobileUNet's default config")
     parser.add_argument("--size", type=int, default=1024, help="square input side in pixels")
@@ -44,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         if args.model is not None:
-            args.model = find_model(args.model)  # a bare name: an installed model's card name?
+            args.model = find_model(args.model)  # a path, or an installed model's file or card name
             if not args.model.is_file():
                 raise ValueError(f"--model {args.model}: no such file")
             spec, which = ModelSpec(str(args.model)), f"model {args.model}"
@@ -54,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         configs = tuple(name.strip() for name in args.configs.split(",") if name.strip())
         request = LabRequest(spec, size=args.size, repeats=args.repeats, device=args.device, threads=args.threads,
                              configurations=configs)
-    except (ValueError, ModelNameError) as err:
+    except ValueError as err:  # ModelNameError too
         return report_error(err)
     print(f"profiling {which} at {args.size}x{args.size} on {args.device}", flush=True)
     cancel = threading.Event()

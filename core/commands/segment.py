@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ..events import JobEvent
-from ..io.outputs import OutputPathError
+from ..io.outputs import OutputPathError, check_output_folder
 from ..jobs import JobSummary, ManifestError, segment_files
 from ..memory import format_bytes, peak_label
 from . import SUMMARIES
@@ -16,7 +16,6 @@ from .common import (
     add_inference_options,
     add_memory_log_option,
     build_segmenter,
-    check_output_folder,
     describe_segmenter,
     memory_logging,
     report_error,
@@ -45,9 +44,9 @@ def run(args: argparse.Namespace) -> int:
     images = _distinct(args.images)
     try:
         _check_some_image_exists(images)
-        check_output_folder(args.out)
+        check_output_folder(args.out, "--out")
         segmenter = build_segmenter(args, want_probs=args.probs)
-    except CommandError as err:
+    except (CommandError, OutputPathError) as err:
         return report_error(err)
     print(describe_segmenter(segmenter))
     tiles = TileProgress()

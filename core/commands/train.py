@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 
 from ..assets import assets_dir
-from ..io.outputs import OutputPathError, check_can_create
+from ..io.outputs import OutputPathError, check_output_folder
 from ..train.dataset import DatasetError
 from ..train.options import MODEL_KINDS, PRECISIONS, TrainConfig
 from ..train.run_folder import TrainingInterrupted
 from . import SUMMARIES
-from .common import CommandError, check_output_folder, report_error
+from .common import CommandError, CtrlC, report_error
 from .options import HELP_FORMATTER, add_device_option
 
 
@@ -88,52 +88,76 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from ..train.loop import export_best, train
+    from ..train.loop import train
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    try:
-        config = TrainConfig(
-            data_dir=str(args.data), spec_path=str(args.spec), out_dir=str(args.out), model=args.model,
-            width=args.width, decoder_channels=tuple(args.decoder_channels or ()),
-            context_dilations=tuple(args.context_dilations or ()), epochs=args.epochs,
-            batch_size=args.batch_size, crop=tuple(args.crop), lr=args.lr,
-            precision=args.precision, checkpointing=args.checkpointing, seed=args.seed, device=args.device,
-            val_every=args.val_every, limit_images=args.limit_images,
-            train_splits=_splits(args.train_splits, args.holdout_sequence),
-            val_split="" if args.val_split.lower() == "none" else args.val_split,
-            holdout_sequence=args.holdout_sequence, scale_range=tuple(args.scale_range), jitter=args.jitter,
-            exposure=tuple(args.exposure), colour_cast=args.colour_cast, class_weighting=args.class_weighting,
-            weight_decay=args.weight_decay, ema_decay=args.ema, label_smoothing=args.label_smoothing,
-            lovasz_weight=args.lovasz, ohem_fraction=args.ohem, finetune_full_epochs=args.finetune_full_epochs,
-            full_crop=tuple(args.full_crop), init_from=str(args.init_from or ""),
-        )
-        _check_run_folder(args.out)
-        command = "leanseg " + " ".join(shlex.quote(a) for a in sys.argv[1:] if a not in ("--resume", "--overwrite"))
-        result = train(config, resume=args.resume, overwrite=args.overwrite, command=command,
-                       log=lambda line: print(line, flush=True))
-    except (ValueError, DatasetError, CommandError, OutputPathError) as err:
-        return report_error(err)
-    except TrainingInterrupted as stop:
-        print(stop, file=sys.stderr)
-        return 130
+    with CtrlC([]) as ctrl_c:  # Ctrl-C stops the training at once; once the run is complete it is ignored
+        try:
+            config = _config(args)
+            _check_outputs(args.out, args.export)
+            command = "leanseg " + " ".join(shlex.quote(a) for a in sys.argv[1:]
+                                            if a not in ("--resume", "--overwrite"))
+            result = train(config, resume=args.resume, overwrite=args.overwrite, command=command,
+                           log=lambda line: print(line, flush=True))
+            ctrl_c.over()  # a late Ctrl-C cannot skip the summary and --export
+        except (ValueError, DatasetError, CommandError, OutputPathError) as err:
+            return report_error(err)
+        except TrainingInterrupted as stop:
+            print(stop, file=sys.stderr)
+            return 130
+        return _finish(args, result)
+
+
+def _config(args: argparse.Namespace) -> TrainConfig:
+    """The TrainConfig the parsed options give; ValueError names a bad value."""
+    return TrainConfig(
+        data_dir=str(args.data), spec_path=str(args.spec), out_dir=str(args.out), model=args.model,
+        width=args.width, decoder_channels=tuple(args.decoder_channels or ()),
+        context_dilations=tuple(args.context_dilations or ()), epochs=args.epochs,
+        batch_size=args.batch_size, crop=tuple(args.crop), lr=args.lr,
+        precision=args.precision, checkpointing=args.checkpointing, seed=args.seed, device=args.device,
+        val_every=args.val_every, limit_images=args.limit_images,
+        train_splits=_splits(args.train_splits, args.holdout_sequence),
+        val_split="" if args.val_split.lower() == "none" else args.val_split,
+        holdout_sequence=args.holdout_sequence, scale_range=tuple(args.scale_range), jitter=args.jitter,
+        exposure=tuple(args.exposure), colour_cast=args.colour_cast, class_weighting=args.class_weighting,
+        weight_decay=args.weight_decay, ema_decay=args.ema, label_smoothing=args.label_smoothing,
+        lovasz_weight=args.lovasz, ohem_fraction=args.ohem, finetune_full_epochs=args.finetune_full_epochs,
+        full_crop=tuple(args.full_crop), init_from=str(args.init_from or ""),
+    )
+
+
+def _finish(args: argparse.Namespace, result: dict) -> int:
+    """A complete run: say where its weights are and copy them to --export; exit code 0, or 2 when the copy fails
+    (the message says how to export by hand)."""
+    from ..train.loop import export_best
+
+    best = Path(result["best_path"])
     if result["best_miou"] >= 0:
-        print(f"best val mIoU {result['best_miou']:.4f}: {result['best_path']}")
+        print(f"best val mIoU {result['best_miou']:.4f}: {best}")
     else:
-        print(f"no validation frames; final weights: {result['best_path']}")
-    if args.export:
+        print(f"no validation frames; final weights: {best}")
+    if args.export is None:
+        return 0
+    try:
         print(f"exported to {export_best(args.out, args.export)}")
+    except OSError as err:  # OutputPathError names --export and why
+        problem = str(err) if isinstance(err, OutputPathError) else f"cannot read {best}: {err.strerror or err}"
+        return report_error(CommandError(f"{problem}; the run in {args.out} is complete, but not exported: "
+                                         f"copy {best} to {args.export} to export it"))
     return 0
 
 
-def _check_run_folder(out: Path) -> None:
-    """CommandError or OutputPathError, before any work, when --out cannot hold a run: a file, or a place
-    where nothing can be created; creates nothing."""
-    try:
-        check_output_folder(out)
-    except CommandError as err:
-        raise CommandError(f"--out {err}") from None
-    check_can_create(out / "last.pt")
+def _check_outputs(out: Path, export: Path | None) -> None:
+    """CommandError or OutputPathError, before any work, when --out cannot hold a run or --export cannot be
+    written (a folder, or a place where nothing can be created): not hours later. Creates nothing."""
+    check_output_folder(out, "--out")
+    if export is not None:
+        if export.is_dir():
+            raise CommandError(f"--export {export} is a folder; give a file name such as "
+                               f"{export / 'model.safetensors'}")
+        check_output_folder(export.parent, f"--export {export}:")
 
 
 def _splits(given: str | None, holdout: str) -> tuple[str, ...]:

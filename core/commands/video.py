@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..events import JobEvent
 from ..io.output_names import output_stem
-from ..io.outputs import OutputPathError
+from ..io.outputs import OutputPathError, check_output_folder
 from ..io.video import VideoReadError
 from ..io.video_probe import check_video_file
 from ..io.video_writer import WRITER_CODECS, VideoWriteError
@@ -32,7 +32,6 @@ from .common import (
     add_inference_options,
     add_memory_log_option,
     build_segmenter,
-    check_output_folder,
     describe_segmenter,
     memory_logging,
     positive_int,
@@ -76,13 +75,14 @@ def run(args: argparse.Namespace) -> int:
         check_video_file(args.input)  # missing, unreadable or not a video: said before the model loads
         guard = _output_guard(args, options)
         guard.check()  # before the model loads and before anything is written
-        for folder in _output_folders(guard):
-            check_output_folder(folder)
+        folders = _output_folders(args, options)
+        for folder, option in folders.items():
+            check_output_folder(folder, option)
         segmenter = build_segmenter(args)
-    except (CommandError, ValueError, VideoReadError) as err:  # VideoOutputRefused is a ValueError
+    except (CommandError, ValueError, VideoReadError, OutputPathError) as err:  # VideoOutputRefused: a ValueError
         return report_error(err)
     try:
-        return _run(args, options, segmenter, guard)
+        return _run(args, options, segmenter, guard, list(folders))
     finally:
         guard.close()
 
@@ -100,28 +100,35 @@ def _output_guard(args: argparse.Namespace, options: VideoJobOptions) -> VideoOu
     return VideoOutputGuard(args.input, files, options.labels_dir, output_stem(args.input), args.overwrite)
 
 
-def _output_folders(guard: VideoOutputGuard) -> list[Path]:
-    """The folders the run writes in, as the user named them: each output's, and --labels-dir."""
-    folders = [path.parent for path, _ in guard.files]
-    if guard.labels_dir is not None:
-        folders.append(guard.labels_dir)
-    return list(dict.fromkeys(folders))
+def _output_folders(args: argparse.Namespace, options: VideoJobOptions) -> dict[Path, str]:
+    """The folders the run writes in, as the user named them (each output's, and --labels-dir), each with the
+    option that chose it as an error about it begins ("--out v/out.mp4:", "--labels-dir")."""
+    folders: dict[Path, str] = {}
+    if options.write_video:
+        folders.setdefault(args.out.parent, f"--out {args.out}:")
+    if options.csv_path is not None:  # default: OUT with .csv, so --out chose it
+        folders.setdefault(options.csv_path.parent, f"--csv {args.csv}:" if args.csv else f"--out {args.out}:")
+    if args.memory_log is not None:  # its JSON sidecar goes beside it
+        folders.setdefault(args.memory_log.parent, f"--memory-log {args.memory_log}:")
+    if options.labels_dir is not None:
+        folders.setdefault(options.labels_dir, "--labels-dir")
+    return folders
 
 
-def _cannot_write(err: OSError, guard: VideoOutputGuard, out: Path) -> str:
+def _cannot_write(err: OSError, folders: list[Path], out: Path) -> str:
     """A write that failed mid-run, naming what the user gave: a hidden file of ours (the ledger, a partial
-    output) by its folder."""
+    output) by its folder among `folders` (`_output_folders`)."""
     if not err.filename:
         return f"{out}: cannot write it ({err.strerror or err})"
     failed = Path(os.fsdecode(err.filename))
     if not failed.name.startswith("."):
         return f"{failed}: cannot write it ({err.strerror or err})"
-    folder = next((given for given in _output_folders(guard) if given.resolve() == failed.parent.resolve()),
-                  failed.parent)
+    folder = next((given for given in folders if given.resolve() == failed.parent.resolve()), failed.parent)
     return f"{folder}: cannot write the output folder ({err.strerror or err})"
 
 
-def _run(args: argparse.Namespace, options: VideoJobOptions, segmenter: Segmenter, guard: VideoOutputGuard) -> int:
+def _run(args: argparse.Namespace, options: VideoJobOptions, segmenter: Segmenter, guard: VideoOutputGuard,
+         folders: list[Path]) -> int:
     print(describe_segmenter(segmenter))
     for path, earlier in guard.replaced_from_elsewhere():
         print(f"  replaces {path}, made earlier from {earlier}")
@@ -150,7 +157,7 @@ def _run(args: argparse.Namespace, options: VideoJobOptions, segmenter: Segmente
         except OutputPathError as err:  # names the output already
             return report_error(CommandError(str(err)))
         except OSError as err:  # e.g. a folder that cannot be written
-            return report_error(CommandError(_cannot_write(err, guard, args.out)))
+            return report_error(CommandError(_cannot_write(err, folders, args.out)))
         except KeyboardInterrupt:
             progress.close()
             print(f"interrupted; {args.out} holds the frames segmented so far", file=sys.stderr)

@@ -1,6 +1,7 @@
 """Write outputs atomically (temp file, then rename) and draw overlays."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
@@ -53,13 +54,29 @@ def new_temp_file(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
-def check_can_create(path: Path) -> None:
-    """OutputPathError unless a file can be made where `path`, or its first folder still to be created, goes:
-    a probe file there, removed at once. It catches what permission bits do not (root on /proc, a full disk)."""
-    first_missing = path
-    while not first_missing.parent.exists() and first_missing.parent != first_missing:
-        first_missing = first_missing.parent
-    fd, probe = new_temp_file(first_missing)
+def check_output_folder(folder: Path, option: str) -> None:
+    """OutputPathError, before any work, unless files can be written in `folder` (created later when missing);
+    `option` names what chose it, as the message begins: "--out" gives `--out FOLDER: cannot write the output
+    folder (why)`; for a file's folder pass the option and the file ("--json out/e.json:").
+
+    Refuses a file where the folder (or one above it) should be, and a place where a probe file cannot be made:
+    the folder, or the nearest one above it that exists. The probe is removed at once, so nothing is left; it
+    catches what permission bits do not (root on /proc, an immutable or read-only folder, a full disk)."""
+    folder = Path(folder)
+    named = f"{option} {folder}" if option else str(folder)
+    if folder.exists() and not folder.is_dir():
+        raise OutputPathError(f"{named}: cannot write the output folder (it is a file; give a folder)")
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OutputPathError(f"{named}: cannot write the output folder ({existing} is a file)")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".leanseg-probe.", suffix=".tmp", dir=existing)
+    except OSError as err:
+        why = (f"no permission to write in {existing}" if err.errno == errno.EACCES
+               else f"cannot create a file in {existing}: {err.strerror or err}")
+        raise OutputPathError(f"{named}: cannot write the output folder ({why})") from None
     os.close(fd)
     os.unlink(probe)
 

@@ -27,8 +27,8 @@ def shipped_models_dir() -> Path:
 
 
 def model_path_argument(text: str) -> Path:
-    """A --model value: the path when it exists; else, for a bare name (`tinyunet`, `tinyunet.leanseg`), the
-    installed model of that file name or stem, the user folder's before the shipped one's."""
+    """`model_names.find_model`'s first step: the path when it exists; else, for a bare name (`tinyunet`,
+    `tinyunet.leanseg`), the installed model of that file name or stem, the user folder's before the shipped one's."""
     try:
         path = Path(text).expanduser()
     except RuntimeError:  # ~nosuchuser/...: left as given, and opening it says there is no such file

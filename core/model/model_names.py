@@ -1,25 +1,28 @@
-"""--model NAME: an installed model by the name `leanseg models` shows (its card's), not only by its file's.
-
-`catalog.model_path_argument` already finds a bare name as an installed file (`unet`, `unet.leanseg`);
-what it leaves unresolved is looked up here among the cards' names, with a suggestion when none matches.
+"""--model NAME: a path, or an installed model by its file's name or by the name `leanseg models` shows (its
+card's). `find_model` is the one lookup every --model goes through (segment, eval, video, batch, profile, the app):
+`catalog.model_path_argument` finds a bare name as an installed file (`unet`, `unet.leanseg`); what it leaves
+unresolved is looked up among the cards' names, with a suggestion when none matches.
 """
 from __future__ import annotations
 
 import difflib
 from pathlib import Path
 
-from .catalog import InstalledModel, installed_models
+from .catalog import InstalledModel, installed_models, model_path_argument
 
 
-def find_model(path: Path) -> Path:
-    """A --model value as `catalog.model_path_argument` left it: unchanged when it is a file or a path; a bare name
-    no file has is looked up among the installed models' card names (ModelNameError when none or several)."""
+def find_model(text: str | Path) -> Path:
+    """The model file a --model value names: the path when it exists or has a folder part (`nets/v3.onnx`); else, for a
+    bare name, the installed model of that file name or stem (the user folder's first), else of that card name.
+
+    Raises ModelNameError (a ValueError) when no installed model has the name, or several do."""
+    path = model_path_argument(str(text))
     if path.exists() or path.parent != Path("."):
         return path
     return installed_model_named(str(path))
 
 
-class ModelNameError(LookupError):
+class ModelNameError(ValueError):
     """No installed model has that name, or several do; the message says which to give instead."""
 
 

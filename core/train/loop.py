@@ -7,7 +7,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ..device import resolve_device
+from ..io.outputs import atomic_write
 from ..model import build_model
 from ..model.checkpoint import CheckpointError, ModelInfo, load_checkpoint, save_checkpoint
 from ..model.config import config_to_dict
@@ -58,21 +59,34 @@ def warmup_fraction(total_steps: int) -> float:
 
 @dataclass
 class _Saved:
-    epochs: int  # epochs the run folder's last.pt holds: where a resume continues
+    """What the run folder's last.pt holds so far: where a resume continues, and the run's result."""
+
+    epochs: int  # epochs trained and saved
+    best_miou: float = -1.0  # -1: no validation yet
+    history: list[dict] = field(default_factory=list)  # one record per saved epoch
 
 
 def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False, command: str = "",
           log: Log = print) -> dict:
-    """Train to `config.epochs`; returns the history. Killed at any point, `resume=True` continues; a folder
-    that holds a run is refused (RunFolderError) unless resumed or `overwrite`. Ctrl-C raises
-    TrainingInterrupted, which says what to run next."""
+    """Train to `config.epochs`; returns the history, the best val mIoU and the best checkpoint's path. Killed at
+    any point, `resume=True` continues; a folder that holds a run is refused (RunFolderError) unless resumed or
+    `overwrite`. Ctrl-C raises TrainingInterrupted, which says what to run next; one that comes once the last
+    epoch is saved leaves a complete run, which is returned as if none had come."""
     state = open_run(config, resume=resume, overwrite=overwrite, log=log)  # refusals come before any data loads
-    saved = _Saved(epochs=state["epoch"] if state is not None else 0)
+    saved = _Saved(0) if state is None else _Saved(state["epoch"], state["best_miou"], json.loads(state["history"]))
     try:
         return _train(config, state, command, log, saved, overwrite)
     except KeyboardInterrupt:
-        raise TrainingInterrupted(Path(config.out_dir), saved.epochs, config.epochs, overwrite) from None
+        if saved.epochs < config.epochs:
+            raise TrainingInterrupted(Path(config.out_dir), saved.epochs, config.epochs, overwrite) from None
+    out_dir = Path(config.out_dir)
+    (out_dir / "history.json").write_text(json.dumps(saved.history, indent=1))  # the interrupt may have cut it
+    log(f"Ctrl-C after the last epoch ({config.epochs}/{config.epochs}) was saved: the run in {out_dir} is complete")
+    return _result(saved, out_dir)
 
+
+def _result(saved: _Saved, out_dir: Path) -> dict:
+    return {"history": saved.history, "best_miou": saved.best_miou, "best_path": str(out_dir / "best.safetensors")}
 
 
 def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log: Log, saved: _Saved,
@@ -152,10 +166,10 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
             **({"ema": ema.state_dict()} if ema is not None else {}),
             **({"initial_weights": json.dumps(parent)} if parent is not None else {}),
         })
-        saved.epochs = epoch + 1  # at once: what an interrupt says last.pt holds
+        saved.epochs, saved.best_miou, saved.history = epoch + 1, best_miou, list(history)  # at once: what Ctrl-C finds
         (out_dir / "history.json").write_text(json.dumps(history, indent=1))
         log(line)  # after the state: a printed epoch is one a resume continues from
-    return {"history": history, "best_miou": best_miou, "best_path": str(out_dir / "best.safetensors")}
+    return _result(saved, out_dir)
 
 
 def _load_initial_weights(model: nn.Module, config: TrainConfig, spec: DatasetSpec) -> dict[str, Any]:
@@ -235,8 +249,7 @@ def _selected_on(config: TrainConfig) -> str:
 
 
 def export_best(out_dir: str | Path, target: str | Path) -> Path:
-    """Copy the run's best checkpoint to `target` (e.g. assets/models/...)."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(Path(out_dir) / "best.safetensors", target)
-    return target
+    """Copy the run's best checkpoint to `target` (e.g. assets/models/...), atomically: a copy cut short leaves
+    no partial file. OutputPathError when `target` cannot be written; OSError when the checkpoint cannot be read."""
+    with open(Path(out_dir) / "best.safetensors", "rb") as source:
+        return atomic_write(target, lambda handle: shutil.copyfileobj(source, handle))

@@ -24,13 +24,12 @@ class RunFolderError(ValueError):
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C during training; the message says what last.pt holds and how to go on."""
+    """Ctrl-C before the last epoch was saved (after it, the run is complete); the message says what last.pt
+    holds and how to go on."""
 
     def __init__(self, out_dir: Path, saved_epochs: int, epochs: int, overwrite: bool = False) -> None:
         resume = "--resume in place of --overwrite" if overwrite else "--resume"
-        if saved_epochs >= epochs:
-            note = f"interrupted after the last epoch ({epochs}/{epochs}): the run in {out_dir} is complete"
-        elif saved_epochs == 0:
+        if saved_epochs == 0:
             note = (f"interrupted before epoch 1/{epochs} finished: nothing saved yet; "
                     "run the same command to start again")
         else:

@@ -96,3 +96,22 @@ def test_a_model_name_is_looked_up_in_the_user_folder_before_the_shipped_one(
     assert model_path_argument("shipped") == assets / "models" / "shipped.safetensors"
     assert model_path_argument("elsewhere/roads") == Path("elsewhere/roads")  # a path is a path
     assert model_path_argument("~nosuchuser/net.pt2") == Path("~nosuchuser/net.pt2")  # no traceback
+
+
+def test_profile_and_find_model_look_a_name_up_as_segment_does(installed: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """One lookup for every --model: the file's stem, the card's name, a path as given; a near miss refused by
+    `leanseg profile` with segment's words, before any profiling."""
+    from leanseg.core.model.model_names import ModelNameError, find_model
+
+    assert find_model("unet") == find_model("myunet") == find_model(Path("MyUNet")) == installed / "unet.leanseg"
+    assert find_model("elsewhere/unet") == Path("elsewhere/unet")  # a path is a path, even when missing
+    with pytest.raises(ValueError, match="did you mean myunet"):  # argparse-friendly: a ValueError
+        find_model("myunett")
+    assert issubclass(ModelNameError, ValueError)
+    assert main(["profile", "--model", "myunett", "--device", "cpu"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == ("leanseg: error: myunett: no such file, nor an installed model of that name; did you "
+                            "mean myunet (unet.leanseg)? (`leanseg models` lists them; `leanseg import-model` "
+                            "installs one)\n")
+    assert "profiling" not in captured.out

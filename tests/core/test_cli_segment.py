@@ -12,6 +12,8 @@ import numpy as np
 from leanseg.core.io.images import read_image
 from leanseg.core.memory import parse_bytes
 
+from .unwritable import make_unwritable
+
 
 def _leanseg(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "leanseg.core", *args], capture_output=True, text=True,
@@ -89,6 +91,17 @@ def test_an_output_path_that_cannot_be_a_folder_is_refused_before_the_model_load
         assert "broken.safetensors" not in result.stderr and "model" not in result.stdout
     assert a_file.read_text() == "mine\n"
     assert sorted(tmp_path.iterdir()) == before  # nothing created
+
+    locked = tmp_path / "locked"  # a folder no file can be made in, even by root (not just its permission bits)
+    locked.mkdir()
+    undo = make_unwritable(locked)
+    try:
+        result = _leanseg("segment", str(rgb_image), "--out", str(locked / "out"), "--model", str(model))
+    finally:
+        undo()
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"leanseg: error: --out {locked / 'out'}: cannot write the output folder (")
+    assert str(locked) in result.stderr and "broken" not in result.stderr and not any(locked.iterdir())
 
 
 def test_no_existing_image_is_refused_before_the_model_loads(tmp_path: Path) -> None:

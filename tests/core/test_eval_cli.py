@@ -118,11 +118,14 @@ def test_classes_without_an_iou_show_n_a_in_the_table_and_null_in_the_json(tmp_p
     assert result.returncode == 0, result.stderr
     assert "warning" not in result.stderr  # the ignore index is not a class the model lacks
     assert "| class 0        | n/a    |" in result.stdout and "| mean IoU       | n/a    |" in result.stdout
-    assert "nan" not in result.stdout
+    assert "| pixel accuracy | n/a    |" in result.stdout  # no labelled pixel: no accuracy, not 0
+    assert "nan" not in result.stdout and "0.0000" not in result.stdout
     rows = [line for line in result.stdout.splitlines() if line.startswith("|")]
-    assert len({len(line) for line in rows[:7]}) == 1  # the class table's columns line up
+    assert len({len(line) for line in rows[:8]}) == 1  # the class table's columns line up
     figures = json.loads((tmp_path / "e.json").read_text())
     assert figures["per_class_iou"]["class 0"] is None and figures["mean_iou"] is None
+    assert figures["pixel_accuracy"] is None
+    assert all(sequence["pixel_accuracy"] is None for sequence in figures["per_sequence"].values())
 
 
 @pytest.mark.parametrize("flag", ["--json", "--out"])

@@ -165,3 +165,33 @@ def test_an_output_that_cannot_be_written_is_named_with_its_reason(tmp_path: Pat
     assert result.returncode != 0
     assert f"cannot create the folder {notes}/out: a file above it is in the way" in result.stderr
     assert "Errno" not in result.stderr and notes.read_text() == "mine"
+
+
+def test_an_output_folder_is_checked_up_front_by_the_option_that_named_it(tmp_path: Path) -> None:
+    """A file in the way, a file above, a folder where no file can be made (by a probe: root passes permission
+    bits): each refused with the option and the reason; nothing is created, a writable place passes."""
+    from leanseg.core.io.outputs import check_output_folder
+
+    from .unwritable import make_unwritable
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    with pytest.raises(OutputPathError, match=rf"^--out {re.escape(str(notes))}: cannot write the output folder "
+                                              r"\(it is a file; give a folder\)$"):
+        check_output_folder(notes, "--out")
+    with pytest.raises(OutputPathError, match=rf"^--json {re.escape(str(notes / 'e.json'))}: {re.escape(str(notes))}"
+                                              r": cannot write the output folder \(it is a file"):
+        check_output_folder(notes, f"--json {notes / 'e.json'}:")
+    with pytest.raises(OutputPathError, match=rf"\({re.escape(str(notes))} is a file\)$"):
+        check_output_folder(notes / "a" / "b", "--out")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    undo = make_unwritable(locked)
+    try:
+        with pytest.raises(OutputPathError, match=rf"^--labels-dir {re.escape(str(locked / 'new'))}: cannot write "
+                                                  rf"the output folder \(.*{re.escape(str(locked))}\b"):
+            check_output_folder(locked / "new", "--labels-dir")
+    finally:
+        undo()
+    check_output_folder(tmp_path / "new" / "deeper", "--out")  # writable above: fine, and made later, not now
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["locked", "notes.txt"] and not any(locked.iterdir())

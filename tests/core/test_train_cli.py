@@ -2,8 +2,11 @@
 differs in, missing data, and Ctrl-C; each refusal one line, exit 2, before any work and creating nothing."""
 from __future__ import annotations
 
+import io
+import json
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import cv2
@@ -32,7 +35,12 @@ def test_an_out_that_cannot_hold_a_run_is_refused_before_any_work(tmp_path: Path
     afile.write_text("notes")
     assert_refused(leanseg_train(train_args(data, afile, epochs=1)), f"--out {afile}", "it is a file")
     assert_refused(leanseg_train(train_args(data, afile / "run", epochs=1)), f"{afile} is a file")
-    assert afile.read_text() == "notes"
+    export = afile / "m.safetensors"  # --export too: refused now, not after the training
+    assert_refused(leanseg_train(train_args(data, tmp_path / "run", epochs=1) + ["--export", str(export)]),
+                   f"--export {export}: {afile}: cannot write the output folder (it is a file")
+    assert_refused(leanseg_train(train_args(data, tmp_path / "run", epochs=1) + ["--export", str(data)]),
+                   f"--export {data} is a folder; give a file name such as {data / 'model.safetensors'}")
+    assert afile.read_text() == "notes" and not (tmp_path / "run").exists()
 
     locked = tmp_path / "locked"
     locked.mkdir()
@@ -175,3 +183,39 @@ def test_ctrl_c_in_an_overwriting_run_says_resume_in_place_of_overwrite(tmp_path
     note = str(TrainingInterrupted(tmp_path, saved_epochs=2, epochs=5, overwrite=True))
     assert "run the same command with --resume in place of --overwrite to continue from epoch 3" in note
     assert "with --resume to" in str(TrainingInterrupted(tmp_path, saved_epochs=2, epochs=5))
+
+
+class _CtrlCOnLines(io.StringIO):
+    """stdout that sends this process a real SIGINT as a line starting with one of `prefixes` is printed."""
+
+    def __init__(self, prefixes: tuple[str, ...]) -> None:
+        super().__init__()
+        self.prefixes, self.sent = prefixes, 0
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if text.startswith(self.prefixes):
+            self.sent += 1
+            signal.raise_signal(signal.SIGINT)
+        return written
+
+
+def test_ctrl_c_once_the_last_epoch_is_saved_still_exports(tmp_path: Path, one_torch_thread: None,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real SIGINTs, in this process at set points: one as the last epoch's line prints (its last.pt is saved)
+    leaves a complete run, and one during the summary is ignored; --export is written, exit code 0."""
+    from leanseg.core.cli import main
+
+    data = make_dataset(tmp_path / "data", train=2, val=1)
+    run, export = tmp_path / "run", tmp_path / "models" / "net.safetensors"
+    stdout = _CtrlCOnLines(("epoch 2/2", "best val mIoU"))
+    monkeypatch.setattr(sys, "stdout", stdout)
+    before = signal.getsignal(signal.SIGINT)
+    assert main(train_args(data, run, epochs=2)[3:] + ["--export", str(export)]) == 0
+    printed = stdout.getvalue()
+    assert stdout.sent == 2, printed
+    assert f"Ctrl-C after the last epoch (2/2) was saved: the run in {run} is complete" in printed
+    assert f"exported to {export}" in printed
+    assert export.read_bytes() == (run / "best.safetensors").read_bytes()
+    assert len(json.loads((run / "history.json").read_text())) == 2
+    assert signal.getsignal(signal.SIGINT) is before

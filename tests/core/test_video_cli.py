@@ -112,21 +112,20 @@ def test_an_unwritable_output_folder_is_named_before_the_model_loads(tmp_path: P
     finally:
         undo()
     assert result.returncode == 2, result.stderr
-    named = read_only if where == "--out" else read_only / "labels"
+    named = f"--out {read_only / 'v.mp4'}: {read_only}" if where == "--out" else f"--labels-dir {read_only / 'labels'}"
     assert result.stderr.startswith(f"leanseg: error: {named}: cannot write the output folder ("), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and ".leanseg-video" not in result.stderr
     assert "model" not in result.stdout
     assert list(read_only.iterdir()) == [] and not (tmp_path / "v.mp4").exists()
 
 
-def test_a_write_that_fails_later_names_the_folder_not_the_ledger(tmp_path: Path) -> None:
+def test_a_write_that_fails_later_names_the_folder_not_the_ledger() -> None:
     from leanseg.core.commands.video import _cannot_write
-    from leanseg.core.jobs.video_guard import LEDGER_NAME, VideoOutputGuard
+    from leanseg.core.jobs.video_guard import LEDGER_NAME
 
-    guard = VideoOutputGuard(tmp_path / "in.mp4", [(Path("imm") / "v.mp4", "the output video (--out)")], None,
-                             "in", overwrite=False)
+    folders = [Path("imm")]  # as the user named the folder of --out imm/v.mp4
     ledger = PermissionError(1, "Operation not permitted", str((Path("imm") / LEDGER_NAME).resolve()))
-    assert _cannot_write(ledger, guard, Path("imm/v.mp4")) == "imm: cannot write the output folder " \
-                                                               "(Operation not permitted)"
+    assert _cannot_write(ledger, folders, Path("imm/v.mp4")) == "imm: cannot write the output folder " \
+                                                                 "(Operation not permitted)"
     video = PermissionError(13, "Permission denied", "imm/v.mp4")
-    assert _cannot_write(video, guard, Path("imm/v.mp4")) == "imm/v.mp4: cannot write it (Permission denied)"
+    assert _cannot_write(video, folders, Path("imm/v.mp4")) == "imm/v.mp4: cannot write it (Permission denied)"
