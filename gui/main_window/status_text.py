@@ -1,6 +1,8 @@
 """The status bar's permanent fields beside the message, which give up their width (cut at a word, whole in their
-tooltips) before the message is cut."""
+tooltips) before the message is cut; a cut message is cut again from its whole text whenever the bar is resized."""
 from __future__ import annotations
+
+import time
 
 from PySide6.QtCore import QEvent, QObject, QSize, Signal
 from PySide6.QtWidgets import QLabel, QStatusBar
@@ -90,13 +92,43 @@ class StatusFields(QObject):
         for label in self.labels.values():
             bar.addPermanentWidget(label)
             label.changed.connect(self.fit)
-        bar.messageChanged.connect(self.fit)
+        self._cut = ("", "", "")  # the cut message: the line shown, its whole text and the bar's tooltip meanwhile
+        self._cut_deadline: float | None = None  # time.monotonic() when it times out; None: it stays
+        bar.messageChanged.connect(self._on_message)
         bar.installEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.bar and event.type() == QEvent.Type.Resize:
+            self._recut()
             self.fit()
         return False
+
+    def show_cut(self, line: str, tooltip: str, timeout_ms: int = 0) -> None:
+        """`line` as the bar's message, cut at a word with "…" to the room the fields leave (and cut again from the
+        whole whenever the bar is resized), with `tooltip` on the bar while it shows; gone after `timeout_ms`."""
+        shown = elide_at_word(line, self.bar.fontMetrics(), self.message_room())
+        self._cut = (shown, line, tooltip)
+        self._cut_deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
+        self.bar.showMessage(shown, timeout_ms)
+        self.bar.setToolTip(tooltip)
+
+    def _recut(self) -> None:
+        """Cut the cut message again for the bar's new width, keeping what is left of its timeout."""
+        shown, line, tooltip = self._cut
+        if not shown:
+            return
+        recut = elide_at_word(line, self.bar.fontMetrics(), self.message_room())
+        if recut == shown:
+            return
+        self._cut = (recut, line, tooltip)
+        left_ms = 0 if self._cut_deadline is None else max(1, int((self._cut_deadline - time.monotonic()) * 1000))
+        self.bar.showMessage(recut, left_ms)
+
+    def _on_message(self, message: str) -> None:
+        if self._cut[0] and message != self._cut[0]:  # the cut message is gone: so is its tooltip
+            self._cut = ("", "", "")
+            self.bar.setToolTip("")
+        self.fit()
 
     def message_room(self) -> int:
         """The most pixels a message can have: the bar less its fields squeezed as far as they go."""

@@ -24,7 +24,6 @@ from ..inference.worker import ModelStatus
 from ..memory.monitor import start_monitor
 from ..memory.panel import MemoryPanel
 from ..messages import for_the_app, status_line
-from ..text_fit import elide_at_word
 from ..viewer.controls import InferenceControls
 from ..viewer.legend import OverlayPanel
 from ..viewer.view import SegmentationViewer
@@ -136,8 +135,6 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
     def _build_status_bar(self) -> None:
         self.hover_label = QLabel("")
         bar = self.statusBar()
-        self._status_error = ("", "")  # the status-bar line of the last error and its whole text
-        bar.messageChanged.connect(self._on_status_message)
         bar.addWidget(self.hover_label, 1)
         self.status_fields = StatusFields(bar, ("device", "model", "size", "time", "peak"))  # squeezed for a message
         self.status_labels = self.status_fields.labels
@@ -240,16 +237,8 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
 
     def show_status_error(self, message: str, timeout_ms: int = 0) -> None:
         """`message` in the status bar, reason first and files by name, cut at a word with "…" where the bar is
-        too narrow; the whole text in its tooltip."""
-        bar = self.statusBar()
-        line = elide_at_word(status_line(message), bar.fontMetrics(), self.status_fields.message_room())
-        self._status_error = (line, message)
-        bar.showMessage(line, timeout_ms)
-        bar.setToolTip(message)
-
-    def _on_status_message(self, line: str) -> None:
-        if line != self._status_error[0]:  # the error's line is gone: so is its tooltip
-            self.statusBar().setToolTip("")
+        too narrow (and cut again when the window is resized); the whole text in its tooltip."""
+        self.status_fields.show_cut(status_line(message), message, timeout_ms)
 
     def show_about(self) -> None:
         QMessageBox.about(self, "About leanseg", about_text(self.model_status))

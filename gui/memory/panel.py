@@ -28,8 +28,8 @@ CURVES = (  # snapshot key, legend name, colour; engine_live is drawn against th
     ("allocated", "allocated", "#f2a541"),
     ("engine_live", "engine live tensors (right axis)", "#4fc38a"),
 )
-MAJOR_MARKS = ("start", "done", "cancel", "failed", "empty", "reset")
-MARK_WORDS = {"error": "failed"}  # what the plot writes for a mark label's first word, where it differs
+MAJOR_MARKS = ("start", "done", "cancel", "failed", "empty", "reset")  # first words of the labelled marks
+MARK_WORDS = {"error": "failed"}  # a recorded mark's first word (a job event's kind) as the plot writes it
 MARK_ROWS = (0.93, 0.78, 0.63, 0.48)  # heights of the mark label rows, as a fraction of the plot's height
 MARK_GAP_PX = 6  # space kept between two labels in one row
 LEGEND_HEIGHT_PX = 18  # height of the legend row above the plot
@@ -222,8 +222,7 @@ class MemoryPanel(QWidget):
             if time <= self._last_mark_time:
                 continue
             self._last_mark_time = time
-            first, _, rest = mark.partition(" ")  # "error 3/10" from a batch: "failed 3/10"
-            label = " ".join(filter(None, (MARK_WORDS.get(first, first), rest)))
+            label = plot_mark_label(mark)
             major = label.split()[0].lower().startswith(MAJOR_MARKS) if label else False
             style = Qt.PenStyle.SolidLine if major else Qt.PenStyle.DotLine
             pen = pg.mkPen(DIM_TEXT if major else "#4a4e57", width=1, style=style)
@@ -263,6 +262,13 @@ class MemoryPanel(QWidget):
         self.refresh()
         self.cache_emptied.emit(freed)
         return freed
+
+
+def plot_mark_label(mark: str) -> str:
+    """What the plot writes for a monitor's mark: the same, but a job event's kind in the user's word
+    ('error 3/10', recorded by `event_mark_label`, is written 'failed 3/10')."""
+    first, _, rest = mark.partition(" ")
+    return " ".join(filter(None, (MARK_WORDS.get(first, first), rest)))
 
 
 def _round_top(current: float, top: float, floor: float = 1e6) -> float:

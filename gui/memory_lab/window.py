@@ -35,6 +35,8 @@ from leanseg.core.profile.export import bound_lines
 from leanseg.core.profile.records import MemoryProfile, write_json
 from leanseg.core.profile.summary import summary_lines
 
+from ..flow_layout import FlowLayout
+from ..text_fit import ElidedLabel
 from .charts import BarChart, StepChart
 from .runner import LabRunner
 
@@ -69,7 +71,7 @@ class MemoryLabWindow(QWidget):
 
     # -- construction ---------------------------------------------------------------------------------------
     def _build(self, model_text: str) -> None:
-        self.model_label = QLabel(model_text)
+        self.model_label = ElidedLabel(model_text)  # a long path is cut in the middle, not the window held wide
         self.model_label.setObjectName("modelName")
         self.size = QSpinBox(minimum=32, maximum=8192, singleStep=32, value=1024, suffix=" px")
         self.repeats = QSpinBox(minimum=1, maximum=9, value=1, prefix="× ")
@@ -88,20 +90,25 @@ class MemoryLabWindow(QWidget):
         self.export_png_button.clicked.connect(lambda: self._choose_export("png"))
         self.export_json_button = QPushButton("Export JSON…")
         self.export_json_button.clicked.connect(lambda: self._choose_export("json"))
-        top = QHBoxLayout()
-        for widget in (QLabel("Model:"), self.model_label, QLabel("Input"), self.size, QLabel("Repeats"),
-                       self.repeats, self.run_button, self.cancel_button):
-            top.addWidget(widget)
-        top.addWidget(self.progress, 1)
-        top.addWidget(self.open_button)
-        top.addWidget(self.export_png_button)
-        top.addWidget(self.export_json_button)
+        model_row = QHBoxLayout()  # what is measured, and the files
+        model_row.addWidget(QLabel("Model:"))
+        model_row.addWidget(self.model_label, 1)
+        for button in (self.open_button, self.export_png_button, self.export_json_button):
+            model_row.addWidget(button)
         self.config_boxes = {name: QCheckBox(name, checked=True) for name in CONFIGURATION_NAMES}
-        configs = QHBoxLayout()
-        configs.addWidget(QLabel("Configurations:"))
+        configs = QHBoxLayout()  # the boxes wrap to a second row in a narrow window
+        configs_label = QLabel("Configurations:")
+        configs_label.setMinimumHeight(next(iter(self.config_boxes.values())).sizeHint().height())  # on their line
+        configs.addWidget(configs_label, 0, Qt.AlignmentFlag.AlignTop)
+        boxes = FlowLayout()
         for box in self.config_boxes.values():
-            configs.addWidget(box)
-        configs.addStretch(1)
+            boxes.addWidget(box)
+        configs.addLayout(boxes, 1)
+        run_row = QHBoxLayout()
+        for widget in (QLabel("Input"), self.size, QLabel("Repeats"), self.repeats, self.run_button,
+                       self.cancel_button):
+            run_row.addWidget(widget)
+        run_row.addWidget(self.progress, 1)
         self.peak_chart = BarChart("peak above baseline (MB)", "MB", scale=1e6, empty_text=EMPTY_TEXTS[0][0])
         self.time_chart = BarChart("time per run (s)", "s", empty_text=EMPTY_TEXTS[1][0])
         bars = QSplitter(Qt.Orientation.Horizontal)
@@ -114,6 +121,7 @@ class MemoryLabWindow(QWidget):
         self.profile_choice.addItems(["eager (no_grad, fp32)", "engine (fp32)"])
         self.profile_choice.currentIndexChanged.connect(lambda _: self._show_profile())
         self.tensor_title = QLabel("Hover a step to list the tensors alive there")
+        self.tensor_title.setWordWrap(True)  # a long layer name takes a second line, not the window's width
         self.tensor_list = QListWidget()
         side = QVBoxLayout()
         side.addWidget(QLabel("Step profile:"))
@@ -135,11 +143,12 @@ class MemoryLabWindow(QWidget):
         charts.addWidget(steps)
         charts.setSizes([380, 420])
         layout = QGridLayout(self)
-        layout.addLayout(top, 0, 0)
+        layout.addLayout(model_row, 0, 0)
         layout.addLayout(configs, 1, 0)
-        layout.addWidget(charts, 2, 0)
-        layout.addWidget(self.summary, 3, 0)
-        layout.setRowStretch(2, 1)
+        layout.addLayout(run_row, 2, 0)
+        layout.addWidget(charts, 3, 0)
+        layout.addWidget(self.summary, 4, 0)
+        layout.setRowStretch(3, 1)
 
     # -- actions ------------------------------------------------------------------------------------------------
     def set_model(self, spec: ModelSpec, text: str) -> None:

@@ -1,4 +1,5 @@
-"""Fixtures for GUI tests: offscreen Qt, a tiny checkpoint, images written on the fly, a window on INI settings."""
+"""Fixtures and helpers for GUI tests: offscreen Qt, a tiny checkpoint, images written on the fly, a window on INI
+settings, the app's style, a drop, a long Last-run text, an axis's tick labels."""
 from __future__ import annotations
 
 import os
@@ -10,17 +11,22 @@ from pathlib import Path  # noqa: E402
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
+import pyqtgraph as pg  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl  # noqa: E402
-from PySide6.QtGui import QDragEnterEvent, QDropEvent  # noqa: E402
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QPainter  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from leanseg.core.model import MobileUNet, MobileUNetConfig  # noqa: E402
 from leanseg.core.model.checkpoint import default_info, save_checkpoint  # noqa: E402
+from leanseg.gui.style import apply_style  # noqa: E402
 
 TINY = MobileUNetConfig(num_classes=4, width=0.25, decoder_channels=(16, 16, 8, 8), decoder_expansion=2)
 JOB_TIMEOUT_MS = 60_000  # generous: the test machine is shared and busy
+LONG_RUN = (  # a Last-run text as long as the shipped model's
+    "Last run: 0.26 s · job peak process RSS 613.4 MB (+56.6 MB) · cpu\nwhole image 480x360 in one pass, "
+    "estimated tensor peak 27.6 MB with 691.2 KB of image and outputs within budget 8.6 GB")
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +52,19 @@ def write_image(path: Path, height: int, width: int, seed: int = 0) -> Path:
 @pytest.fixture
 def small_image(tmp_path: Path) -> Path:
     return write_image(tmp_path / "small.png", 72, 96)
+
+
+@pytest.fixture
+def app_style(qapp: QApplication) -> Iterator[None]:
+    """The app's own style for one test (its widths are what a user sees), the test default's afterwards."""
+    style, sheet, palette = qapp.style().name(), qapp.styleSheet(), qapp.palette()
+    options = {key: pg.getConfigOption(key) for key in ("antialias", "imageAxisOrder", "foreground")}
+    apply_style(qapp)
+    yield
+    qapp.setStyleSheet(sheet)
+    qapp.setPalette(palette)
+    qapp.setStyle(style)
+    pg.setConfigOptions(**options)
 
 
 @pytest.fixture
@@ -91,3 +110,13 @@ def drop_path(window, path: Path) -> None:  # type: ignore[no-untyped-def]
     assert enter.isAccepted()
     drop = QDropEvent(pos, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(window, drop)
+
+
+def tick_labels(axis) -> list:  # type: ignore[no-untyped-def]
+    """The tick labels a pyqtgraph `axis` draws now: (text, rect) pairs."""
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        return [(text, rect) for rect, _flags, text in axis.generateDrawSpecs(painter)[2]]
+    finally:
+        painter.end()

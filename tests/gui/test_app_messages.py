@@ -163,6 +163,33 @@ def test_a_long_error_is_cut_at_a_word_with_an_ellipsis_and_whole_in_the_tooltip
     assert bar.toolTip() == message
 
 
+def test_a_cut_error_is_cut_again_when_the_window_is_resized(qtbot, make_window):
+    window = make_window()
+    window.status_labels["device"].setText("cpu")
+    window.status_labels["model"].setText("camvid_mobileunet.safetensors · 11 classes")
+    bar = window.statusBar()
+    window.resize(1000, 700)
+    qtbot.waitUntil(lambda: window.width() == 1000)
+    message = ("/tmp/m/bad.pt: a torch.save file (a state dict or a pickled module): it holds weights, not the "
+               "network; export the network with torch.export.save or torch.onnx.export and open that file")
+    whole = status_line(message)
+    window.show_status_error(message, 10000)
+    first = bar.currentMessage()
+    assert first.endswith("…")  # the test's premise: it does not fit at 1000 px
+
+    window.resize(bar.fontMetrics().horizontalAdvance(whole) + 600, 700)  # wide enough for all of it
+    qtbot.waitUntil(lambda: bar.currentMessage() == whole)
+    assert bar.toolTip() == message
+
+    window.resize(max(window.minimumSizeHint().width(), 700), 700)  # narrower than at first
+    qtbot.waitUntil(lambda: bar.currentMessage() != whole)
+    line = bar.currentMessage()
+    assert line.endswith("…") and len(line) < len(first) and whole.startswith(line.removesuffix("…"))
+    fields_left = min(label.x() for label in window.status_labels.values() if label.isVisible())
+    assert bar.fontMetrics().horizontalAdvance(line) <= fields_left  # it fits left of the permanent fields
+    assert bar.toolTip() == message
+
+
 def test_a_short_error_is_shown_whole(qtbot, make_window):
     window = make_window()
     window.show_status_error("/tmp/x.png: not an image")

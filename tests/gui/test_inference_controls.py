@@ -11,6 +11,8 @@ from leanseg.core.predict import InferenceOptions
 from leanseg.gui.viewer.controls import InferenceControls
 from leanseg.gui.viewer.last_run import LAST_RUN_LINES
 
+from .conftest import LONG_RUN
+
 
 def _controls(qtbot) -> InferenceControls:  # type: ignore[no-untyped-def]
     controls = InferenceControls()
@@ -59,10 +61,6 @@ def test_multiscale_and_exact_tiling_never_make_options_core_refuses(qtbot):
     controls.set_options(replace(controls.options(), tiling="auto", scales=SUGGESTED_SCALES))
     assert not controls.tiling.model().item(exact).isEnabled()  # shown options grey it out too
 
-
-
-LONG_RUN = ("Last run: 0.26 s · job peak process RSS 613.4 MB (+56.6 MB) · cpu\nwhole image 480x360 in one pass, "
-            "estimated tensor peak 27.6 MB with 691.2 KB of image and outputs within budget 8.6 GB")
 
 
 def test_a_long_last_run_takes_a_few_lines_cut_at_a_word_and_is_whole_in_its_tooltip(qtbot):

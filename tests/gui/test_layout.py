@@ -3,23 +3,15 @@ memory plot gives way before the image does and shows fewer numbers, never overl
 the room the fields beside it can give; long class names are elided and their shares stay in view."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
-import pyqtgraph as pg
-import pytest
 from PySide6.QtCore import QPoint, QSize, Qt
-from PySide6.QtGui import QImage, QPainter
-from PySide6.QtWidgets import QApplication
 
 from leanseg.gui.main_window.window import MEMORY_SHARE
 from leanseg.gui.memory.panel import MemoryPanel
-from leanseg.gui.style import apply_style
 from leanseg.gui.viewer.last_run import LAST_RUN_LINES
 from leanseg.gui.viewer.legend import NAME_ROLE, SHARE_ROLE, OverlayPanel
 
-from .conftest import JOB_TIMEOUT_MS
-from .test_inference_controls import LONG_RUN
+from .conftest import JOB_TIMEOUT_MS, LONG_RUN, tick_labels
 
 
 def test_at_1024_by_640_the_controls_keep_their_height_and_the_image_keeps_room(qtbot, make_window,
@@ -65,19 +57,6 @@ def test_long_class_names_are_elided_and_every_share_stays_in_view(qtbot):
         rect = legend.visualItemRect(legend.item(index))
         assert rect.right() < width
         assert _has_text(image, width - 30, width - 4, rect.top() + 4, rect.bottom() - 4)
-
-
-@pytest.fixture
-def app_style(qapp: QApplication) -> Iterator[None]:
-    """The app's own style for one test (its widths are what a user sees), the test default's afterwards."""
-    style, sheet, palette = qapp.style().name(), qapp.styleSheet(), qapp.palette()
-    options = {key: pg.getConfigOption(key) for key in ("antialias", "imageAxisOrder", "foreground")}
-    apply_style(qapp)
-    yield
-    qapp.setStyleSheet(sheet)
-    qapp.setPalette(palette)
-    qapp.setStyle(style)
-    pg.setConfigOptions(**options)
 
 
 def test_at_1100_by_720_after_a_run_the_inference_panel_fits_its_controls(qtbot, app_style, make_window,
@@ -133,16 +112,6 @@ def test_at_1100_by_720_the_status_message_is_whole_and_the_fields_give_way(qtbo
     assert all(field.shown_text() == field.text() for field in fields.values())
 
 
-def _tick_labels(axis) -> list:  # type: ignore[no-untyped-def]
-    """The tick labels `axis` draws now: (text, rect) pairs."""
-    image = QImage(8, 8, QImage.Format.Format_ARGB32)
-    painter = QPainter(image)
-    try:
-        return [(text, rect) for rect, _flags, text in axis.generateDrawSpecs(painter)[2]]
-    finally:
-        painter.end()
-
-
 def test_a_low_memory_plot_shows_fewer_numbers_never_overlapping(qtbot):
     panel = MemoryPanel()
     qtbot.addWidget(panel)
@@ -157,14 +126,14 @@ def test_a_low_memory_plot_shows_fewer_numbers_never_overlapping(qtbot):
         if height == 110:  # the premise: an axis with room for one number, not pyqtgraph's three
             qtbot.waitUntil(lambda: item.getAxis("left").height() < 40)
         for side in ("left", "right"):
-            labels = _tick_labels(item.getAxis(side))
+            labels = tick_labels(item.getAxis(side))
             assert labels, (side, height)  # one number at least
             rects = sorted((rect for _text, rect in labels), key=lambda rect: rect.top())
             for upper, lower in zip(rects, rects[1:]):
                 assert upper.bottom() <= lower.top(), (side, height, labels)
-    assert len(_tick_labels(item.getAxis("left"))) >= 2  # at the usual height, the usual ticks
+    assert len(tick_labels(item.getAxis("left"))) >= 2  # at the usual height, the usual ticks
     panel.plot.setYRange(0, 1.2e6, padding=0)  # a small model's memory: the lone number is 0.5 MB, not "0"
     panel.resize(825, 110)
     qtbot.waitUntil(lambda: item.getAxis("left").height() < 40)
-    texts = [text for text, _rect in _tick_labels(item.getAxis("left"))]
+    texts = [text for text, _rect in tick_labels(item.getAxis("left"))]
     assert texts and all(float(text) > 0 for text in texts), texts

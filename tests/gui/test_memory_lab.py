@@ -7,14 +7,15 @@ from pathlib import Path
 
 import cv2
 import psutil
-from PySide6.QtCore import QPointF
+from PySide6.QtCore import QPointF, QRect
+from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from leanseg.core.events import JobEvent
 from leanseg.core.profile import CONFIGURATION_NAMES, ModelSpec
 from leanseg.gui.memory_lab.window import MemoryLabWindow
 
-from .test_layout import _tick_labels
+from .conftest import tick_labels
 
 LAB_TIMEOUT_MS = 240_000  # each configuration starts a fresh Python with torch; the test machine is busy
 RUN = ("eval no_grad", "engine fp32")  # a subset keeps the test short (a fresh Python per run)
@@ -84,6 +85,35 @@ def test_tools_menu_opens_the_lab_for_the_loaded_model(make_window, gui_tiny_che
     lab.close()
 
 
+def test_at_1000_px_wide_the_lab_shows_its_controls_whole_and_cuts_a_long_model_path(  # type: ignore[no-untyped-def]
+        qtbot: QtBot, app_style, gui_tiny_checkpoint: Path) -> None:
+    lab = _lab(qtbot, gui_tiny_checkpoint, RUN)
+    whole = ("default model /home/someone/projects/street scenes/segmentation experiments/2024 runs/"
+             "camvid_mobileunet.safetensors")  # about 900 px: wider than a 1000 px window leaves it, not a 1600 px one
+    lab.set_model(lab.spec, whole)
+    assert lab.minimumSizeHint().width() <= 1024
+    lab.resize(1000, 700)
+    lab.show()
+    qtbot.waitExposed(lab)
+    assert (lab.width(), lab.height()) == (1000, 700)  # nothing holds it wider
+    shown = QLabel.text(lab.model_label)
+    assert "…" in shown and shown.endswith("camvid_mobileunet.safetensors")  # cut in the middle: the name stays
+    assert lab.model_label.text() == lab.model_label.toolTip() == whole
+    controls = [*lab.config_boxes.values(), lab.size, lab.repeats, lab.run_button, lab.cancel_button,
+                lab.open_button, lab.export_png_button, lab.export_json_button]
+    places = [QRect(control.mapTo(lab, control.rect().topLeft()), control.size()) for control in controls]
+    for i, place in enumerate(places):
+        assert lab.rect().contains(place), (controls[i], place)
+        assert controls[i].width() >= controls[i].minimumSizeHint().width(), controls[i]  # not squeezed
+        assert not any(place.intersects(other) for other in places[i + 1:]), controls[i]
+    assert len({box.y() for box in lab.config_boxes.values()}) == 2  # the boxes wrapped to a second row
+
+    lab.resize(1600, 700)
+    qtbot.waitUntil(lambda: QLabel.text(lab.model_label) == whole)
+    assert lab.model_label.toolTip() == ""
+    assert len({box.y() for box in lab.config_boxes.values()}) == 1  # all in one row again
+
+
 def test_bar_names_and_bound_labels_keep_clear_of_each_other(qtbot):
     """Names on the left, one per row and never clipped; bound names above the plot, never on the bars."""
     from PySide6.QtGui import QFontMetrics
@@ -117,7 +147,7 @@ def _axis_texts(chart) -> list[str]:  # type: ignore[no-untyped-def]
     for side in ("left", "bottom"):
         axis = chart.getAxis(side)
         texts.append(axis.labelString())
-        texts += [text for text, _rect in _tick_labels(axis)]
+        texts += [text for text, _rect in tick_labels(axis)]
     return texts
 
 
