@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..memory import plot_mark_label
 from ..memory.log import MemoryLog, read_memory_csv
 from ..plotting import CHART_FORMATS
 from . import SUMMARIES
@@ -59,8 +60,9 @@ def plot_memory_log(log: MemoryLog, out: Path, include_rss: bool = True) -> Path
     hlines = []
     if "device_total" in log.meta and device.startswith("cuda"):
         hlines.append((int(log.meta["device_total"]) / 1e6, "device memory"))
+    marks = [(time, plot_mark_label(label)) for time, label in thin_marks(log.marks)]  # 'error 3/10': 'failed 3/10'
     return line_chart(series, out, title=f"memory on {device} (source: {source})", x_label="time (s)",
-                      y_label="MB", marks=thin_marks(log.marks), hlines=hlines)
+                      y_label="MB", marks=marks, hlines=hlines)
 
 
 def output_path(out: Path, chart_type: str | None) -> Path:

@@ -11,7 +11,7 @@ import torch
 
 from .cache import empty_cache, register_cache, release_caches
 from .log import MemoryLog, read_memory_csv, write_memory_csv
-from .monitor import MemoryMonitor, event_mark_label
+from .monitor import MemoryMonitor, event_mark_label, plot_mark_label
 from .sources import (
     RESIDENT_HIGH_WATER,
     SOURCE_CUDA,
@@ -26,7 +26,8 @@ from .units import format_bytes, parse_bytes
 __all__ = [
     "SOURCE_CUDA", "SOURCE_GLIBC", "SOURCE_RSS", "LiveBytesGauge", "MemoryLog", "MemoryMonitor", "MemorySample",
     "empty_cache", "engine_live_bytes", "event_mark_label", "format_bytes", "parse_bytes", "peak_bytes",
-    "peak_label", "read_memory_csv", "register_cache", "release_caches", "reset_peak", "write_memory_csv",
+    "peak_label", "plot_mark_label", "read_memory_csv", "register_cache", "release_caches", "reset_peak",
+    "write_memory_csv",
 ]
 
 _DEFAULT_WINDOW = RESIDENT_HIGH_WATER.open()  # the CPU peak window of reset_peak / peak_bytes

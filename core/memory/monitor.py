@@ -36,6 +36,16 @@ def event_mark_label(event: JobEvent) -> str | None:
     return event.kind
 
 
+_PLOT_WORDS = {"error": "failed"}  # a recorded mark's first word (a job event's kind) as a plot writes it
+
+
+def plot_mark_label(mark: str) -> str:
+    """What a plot writes for a recorded mark: the same, with a job event's kind in the user's word ('error 3/10',
+    as `event_mark_label` records it, is written 'failed 3/10')."""
+    first, _, rest = mark.partition(" ")
+    return " ".join(filter(None, (_PLOT_WORDS.get(first, first), rest)))
+
+
 class MemoryMonitor:
     """Samples `device` memory `rate_hz` times a second, keeping the last `capacity_s` seconds."""
 

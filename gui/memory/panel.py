@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from leanseg.core.memory import format_bytes
+from leanseg.core.memory import format_bytes, plot_mark_label
 
 from ..style import DIM_TEXT, PEAK_COLOUR, PLOT_TEXT, VIEW_BACKGROUND
 from .axis import SparseAxis
@@ -29,7 +29,6 @@ CURVES = (  # snapshot key, legend name, colour; engine_live is drawn against th
     ("engine_live", "engine live tensors (right axis)", "#4fc38a"),
 )
 MAJOR_MARKS = ("start", "done", "cancel", "failed", "empty", "reset")  # first words of the labelled marks
-MARK_WORDS = {"error": "failed"}  # a recorded mark's first word (a job event's kind) as the plot writes it
 MARK_ROWS = (0.93, 0.78, 0.63, 0.48)  # heights of the mark label rows, as a fraction of the plot's height
 MARK_GAP_PX = 6  # space kept between two labels in one row
 LEGEND_HEIGHT_PX = 18  # height of the legend row above the plot
@@ -262,13 +261,6 @@ class MemoryPanel(QWidget):
         self.refresh()
         self.cache_emptied.emit(freed)
         return freed
-
-
-def plot_mark_label(mark: str) -> str:
-    """What the plot writes for a monitor's mark: the same, but a job event's kind in the user's word
-    ('error 3/10', recorded by `event_mark_label`, is written 'failed 3/10')."""
-    first, _, rest = mark.partition(" ")
-    return " ".join(filter(None, (MARK_WORDS.get(first, first), rest)))
 
 
 def _round_top(current: float, top: float, floor: float = 1e6) -> float:

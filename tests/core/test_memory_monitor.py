@@ -19,6 +19,7 @@ from leanseg.core.memory import (
     engine_live_bytes,
     event_mark_label,
     peak_bytes,
+    plot_mark_label,
     read_memory_csv,
     register_cache,
     reset_peak,
@@ -87,7 +88,8 @@ def test_marks_and_job_event_labels() -> None:
     assert event_mark_label(JobEvent("tile", index=2, count=8)) == "tile 3/8"
     assert event_mark_label(JobEvent("frame", index=11)) == "frame 12"
     assert event_mark_label(JobEvent("done")) == "done"
-    assert event_mark_label(JobEvent("error", index=2, count=10)) == "error 3/10"  # the kind; a plot may reword it
+    assert event_mark_label(JobEvent("error", index=2, count=10)) == "error 3/10"  # the kind; a plot rewords it:
+    assert plot_mark_label("error 3/10") == "failed 3/10" and plot_mark_label("done") == "done"
     assert event_mark_label(JobEvent("info", message="x")) is None
     monitor = MemoryMonitor("cpu", rate_hz=10.0, capacity_s=0.3)  # 3 rows
     monitor.mark("old")
