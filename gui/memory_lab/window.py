@@ -73,7 +73,7 @@ class MemoryLabWindow(QWidget):
     def _build(self, model_text: str) -> None:
         self.model_label = ElidedLabel(model_text)  # a long path is cut in the middle, not the window held wide
         self.model_label.setObjectName("modelName")
-        self.size = QSpinBox(minimum=32, maximum=8192, singleStep=32, value=1024, suffix=" px")
+        self.input_size = QSpinBox(minimum=32, maximum=8192, singleStep=32, value=1024, suffix=" px")
         self.repeats = QSpinBox(minimum=1, maximum=9, value=1, prefix="× ")
         self.repeats.setToolTip("timed runs per configuration (median), after one warm-up")
         self.run_button = QPushButton("Run")
@@ -105,7 +105,7 @@ class MemoryLabWindow(QWidget):
             boxes.addWidget(box)
         configs.addLayout(boxes, 1)
         run_row = QHBoxLayout()
-        for widget in (QLabel("Input"), self.size, QLabel("Repeats"), self.repeats, self.run_button,
+        for widget in (QLabel("Input"), self.input_size, QLabel("Repeats"), self.repeats, self.run_button,
                        self.cancel_button):
             run_row.addWidget(widget)
         run_row.addWidget(self.progress, 1)
@@ -157,7 +157,7 @@ class MemoryLabWindow(QWidget):
 
     def request(self) -> LabRequest:
         chosen = tuple(name for name, box in self.config_boxes.items() if box.isChecked())
-        return LabRequest(self.spec, size=self.size.value(), repeats=self.repeats.value(), configurations=chosen)
+        return LabRequest(self.spec, size=self.input_size.value(), repeats=self.repeats.value(), configurations=chosen)
 
     def run_lab(self) -> None:
         """Start the lab on the worker thread (the charts fill in as configurations finish)."""
@@ -221,7 +221,7 @@ class MemoryLabWindow(QWidget):
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise ValueError(f"{path}: not a memory lab JSON file ({err})") from err
         self.model_label.setText(f"{result.model} (from {Path(path).name})")
-        self.size.setValue(result.size)
+        self.input_size.setValue(result.size)
         self.show_result(result)
         return result
 

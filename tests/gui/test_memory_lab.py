@@ -24,7 +24,7 @@ RUN = ("eval no_grad", "engine fp32")  # a subset keeps the test short (a fresh 
 def _lab(qtbot: QtBot, checkpoint: Path, configurations: tuple[str, ...]) -> MemoryLabWindow:
     lab = MemoryLabWindow(ModelSpec(str(checkpoint)), "tiny")
     qtbot.addWidget(lab)
-    lab.size.setValue(64)
+    lab.input_size.setValue(64)
     lab.repeats.setValue(1)
     for name, box in lab.config_boxes.items():
         box.setChecked(name in configurations)
@@ -65,7 +65,7 @@ def test_lab_runs_and_draws_one_bar_per_configuration(qtbot: QtBot, gui_tiny_che
 
 def test_cancel_stops_the_lab_and_its_subprocess(qtbot: QtBot, gui_tiny_checkpoint: Path) -> None:
     lab = _lab(qtbot, gui_tiny_checkpoint, CONFIGURATION_NAMES)
-    lab.size.setValue(2048)
+    lab.input_size.setValue(2048)
     with qtbot.waitSignal(lab.runner.job_event, timeout=30_000):
         lab.run_lab()
     qtbot.waitUntil(lambda: len(psutil.Process().children()) == 1, timeout=30_000)
@@ -99,7 +99,7 @@ def test_at_1000_px_wide_the_lab_shows_its_controls_whole_and_cuts_a_long_model_
     shown = QLabel.text(lab.model_label)
     assert "…" in shown and shown.endswith("camvid_mobileunet.safetensors")  # cut in the middle: the name stays
     assert lab.model_label.text() == lab.model_label.toolTip() == whole
-    controls = [*lab.config_boxes.values(), lab.size, lab.repeats, lab.run_button, lab.cancel_button,
+    controls = [*lab.config_boxes.values(), lab.input_size, lab.repeats, lab.run_button, lab.cancel_button,
                 lab.open_button, lab.export_png_button, lab.export_json_button]
     places = [QRect(control.mapTo(lab, control.rect().topLeft()), control.size()) for control in controls]
     for i, place in enumerate(places):
