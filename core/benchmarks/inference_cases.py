@@ -23,6 +23,7 @@ from ..io.images import ImageData, read_image, to_model_input
 from ..model import MobileUNet, MobileUNetConfig, PlainUNet, PlainUNetConfig
 from ..model.sources import load_model
 from .measure import Probe, median_seconds
+from .onnx_session import ort_session
 
 SAMPLES = Path(__file__).resolve().parents[2] / "assets" / "samples"
 MODELS = ("MobileUNet", "PlainUNet")
@@ -102,10 +103,7 @@ def _onnx_runner(model: nn.Module, x: Tensor, threads: int
     path = Path(tempfile.mkdtemp(prefix="leanseg-onnx-")) / "model.onnx"
     torch.onnx.export(model, (x,), str(path), opset_version=17, input_names=["image"], output_names=["logits"],
                       dynamo=False)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session = ort_session(path, threads)
     feed = {"image": x.numpy()}
 
     def run() -> Tensor:

@@ -18,6 +18,7 @@ from ..engine import compile
 from ..model.sources import load_model
 from .inference_cases import MODELS, SAMPLES, WARMUP_RUNS, build_model, sample_input
 from .measure import Probe, median_seconds
+from .onnx_session import ort_session
 
 CONFIGS = ("eager no_grad", "engine fp32", "engine bf16", "onnxruntime")
 MEASURES = ("peak", "latency")
@@ -65,10 +66,7 @@ def _onnx_runners(model: str, path: Path, size: int, threads: int
     if not path.is_file():  # leanseg's own models: exported here, at this size, once per run
         torch.onnx.export(eager_model(model)[0], (torch.zeros(1, 3, size, size),), str(path), opset_version=17,
                           input_names=["image"], output_names=["logits"], dynamo=False)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session = ort_session(path, threads)
     name = session.get_inputs()[0].name
 
     def run(x: Tensor) -> Tensor:
