@@ -1,6 +1,7 @@
 """A front end's IR graph as a leanseg model: wrapped in a GraphModel, probed (input channels, classes, size
 multiple) by running it on small inputs, and checked against its card. Model files (`sources`) and `.leanseg`
-bundles (`bundle`) both end here.
+bundles (`bundle`) both end here. Each probe run holds GRAPH_LOCK, as every model run does: a model opened on one
+thread while another traces would otherwise run into the tracer ("module is not installed as a submodule").
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import torch
 from torch import fx
 
+from ..engine.graph_lock import GRAPH_LOCK
 from .card import GREY_MEAN, GREY_STD, ModelCard
 from .checkpoint import CheckpointError, LoadedModel, ModelInfo
 from .graph_model import GraphModel, GraphModelConfig
@@ -26,7 +28,9 @@ def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | Non
     where = str(path) if path is not None else "model"
     channels = _input_channels(net)
     if channels is not None and card.source != "defaults" and channels != card.channels:
-        raise CheckpointError(f"{where}: the card says {card.channels} input channels, the graph takes {channels}")
+        said = f"{card.channels} input channel{'s' if card.channels != 1 else ''}"
+        raise CheckpointError(f"{where}: the card {card.source} says {said}, the graph takes {channels}: set "
+                              f"input.channels to {channels}, with {channels} values in input.mean and input.std")
     channels = channels or card.channels
     if channels != card.channels:
         card = replace(card, channels=channels, mean=GREY_MEAN * channels, std=GREY_STD * channels)
@@ -76,8 +80,8 @@ def _refuse_one_size_export(net: fx.GraphModule, where: str) -> None:
         heights, widths, _ = checked_sizes(node)
         if heights[0] == heights[1] and widths[0] == widths[1]:
             raise CheckpointError(
-                f"{where}: exported for {heights[0]}x{widths[0]} inputs only: export it again with a dynamic "
-                "height and width (torch.export's dynamic_shapes; README, 'Exporting a PyTorch model')")
+                f"{where}: exported for {widths[0]}x{heights[0]} px (width x height) inputs only: export it again "
+                "with a dynamic height and width (torch.export's dynamic_shapes; README, 'Exporting a PyTorch model')")
 
 
 def _name_the_program(net: fx.GraphModule, name: str) -> None:
@@ -194,8 +198,9 @@ def _runs(net: fx.GraphModule, channels: int, sizes: list[tuple[int, int]]) -> t
     if changed is None:  # every size kept, but the class count changed with the size
         return None, f"the class count changes with the input size: {sorted({shape[0] for shape in shapes})}"
     (height, width), (classes, out_height, out_width) = changed[0], changed[1]
-    return None, (f"a {height}x{width} input gives a {out_height}x{out_width} output ({classes} classes): a "
-                  "segmentation net keeps the input's height and width (upsample its logits to the input's size)")
+    return None, (f"a {width}x{height} px (width x height) input gives a {out_width}x{out_height} output "
+                  f"({classes} classes): a segmentation net keeps the input's height and width (upsample its "
+                  "logits to the input's size)")
 
 
 def _fixed_output(net: fx.GraphModule, channels: int, m: int) -> tuple[int, int] | None:
@@ -218,7 +223,8 @@ def _total_stride(net: fx.GraphModule, channels: int) -> int | None:
     from ..engine.shapes import value_shapes
 
     try:
-        shapes = value_shapes(net, (1, channels, 256, 256))
+        with GRAPH_LOCK:
+            shapes = value_shapes(net, (1, channels, 256, 256))
     except Exception:  # a graph meta tensors cannot run: the probe below decides
         return None
     constants = {node.name for node in net.graph.nodes if node.op == "get_attr"}  # weights are no feature maps
@@ -229,7 +235,8 @@ def _total_stride(net: fx.GraphModule, channels: int) -> int | None:
 
 
 def _output_shape(net: fx.GraphModule, channels: int, height: int, width: int) -> list[int]:
-    with torch.inference_mode():  # forward, not __call__: fx's __call__ prints each failing size's traceback
+    # forward, not __call__: fx's __call__ prints each failing size's traceback
+    with GRAPH_LOCK, torch.inference_mode():
         y = net.forward(torch.zeros(1, channels, height, width))
     if not isinstance(y, torch.Tensor) or y.dim() != 4 or y.shape[0] != 1:
         shape = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__

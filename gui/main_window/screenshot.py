@@ -83,10 +83,14 @@ class ScreenshotTaker(QObject):
             self._settle_then_take("failed")
             return
         self.target = panel
-        panel.error_shown.connect(lambda _message: self._settle_then_take("failed"))
+        panel.error_shown.connect(self._on_video_error)
         panel.frame_shown.connect(self._on_frame_shown)
         if panel.last_frame is not None:
             self._on_frame_shown(panel.last_frame)
+
+    def _on_video_error(self, message: str) -> None:
+        print(f"leanseg-gui: {message}", file=sys.stderr)  # as the window's errors: the picture alone is not enough
+        self._settle_then_take("failed")
 
     def _on_frame_shown(self, shown: object) -> None:
         if getattr(shown, "labels", None) is not None:

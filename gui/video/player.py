@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, Signal
 
 from leanseg.core.io.images import ImageData
 from leanseg.core.io.video import VideoInfo, VideoSeeker
+from leanseg.core.model.checkpoint import CheckpointError
 from leanseg.core.model.sources import load_model
 from leanseg.core.predict import InferenceOptions, Segmenter
 
@@ -43,6 +44,12 @@ class _Commands:
     model: tuple[Path | None, InferenceOptions, int] | None = None  # a model to load next, and its serial
     segment: bool = True  # run inference on shown frames
     stop: bool = False
+
+
+def load_failure(model_path: Path, err: Exception) -> str:
+    """One line naming the model file and why it could not be used (a CheckpointError names the file itself)."""
+    reason = str(err) if isinstance(err, CheckpointError) else f"{model_path}: {type(err).__name__}: {err}"
+    return reason.splitlines()[0]
 
 
 class VideoPlayback(QObject):
@@ -197,7 +204,7 @@ class VideoPlayback(QObject):
         try:
             segmenter = Segmenter(load_model(model_path), options)
         except Exception as err:  # noqa: BLE001 - play on without an overlay, and say why
-            self.failed.emit(f"Could not load the model for live segmentation: {err}")
+            self.failed.emit(f"Could not load the model for live segmentation: {load_failure(model_path, err)}")
             return None
         self.model_loaded.emit(Path(model_path).name)
         return segmenter

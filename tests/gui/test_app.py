@@ -90,6 +90,16 @@ def test_screenshot_of_a_video_saves_the_panel_with_its_first_segmented_frame(tm
     assert read_image(shot).pixels.std() > 10
 
 
+def test_screenshot_of_a_video_says_why_the_overlay_has_no_model(tmp_path, no_default_model):
+    bad = tmp_path / "mine.onnx"
+    bad.write_bytes(b"not a model")
+    shot = tmp_path / "video.png"
+    done = _screenshot_run(write_video(tmp_path / "clip.mp4", frames=3), shot, bad, tmp_path / "s.ini")
+    assert done.returncode == 1
+    assert f"screenshot {shot} (failed)" in done.stdout
+    assert f"leanseg-gui: Could not load the model for live segmentation: {bad}: not a model file" in done.stderr
+
+
 def test_version_is_printed():
     done = subprocess.run([sys.executable, "-m", "leanseg.gui.app", "--version"], capture_output=True, text=True,
                           timeout=60)

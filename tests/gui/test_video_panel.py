@@ -140,6 +140,19 @@ def test_full_export_and_bad_files(qtbot, panel: VideoPanel, tmp_path: Path) -> 
     assert not panel.play_button.isEnabled() and not panel.export_button.isEnabled()
 
 
+def test_a_model_the_overlay_cannot_use_is_one_line_naming_the_file_and_why(
+    qtbot, gui_tiny_checkpoint: Path, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    widget = VideoPanel(model_path=gui_tiny_checkpoint, options=InferenceOptions(device="cuda:99"))  # no such GPU
+    qtbot.addWidget(widget)
+    with qtbot.waitSignal(widget.error_shown, timeout=VIDEO_TIMEOUT_MS) as failed:
+        assert widget.open_video(write_video(tmp_path / "clip.mp4", frames=3, fps=10.0))
+    widget.shutdown()
+    message = failed.args[0]
+    assert message.startswith(f"Could not load the model for live segmentation: {gui_tiny_checkpoint}: ValueError: ")
+    assert "cuda:99" in message and "\n" not in message
+
+
 def _open_clip(qtbot, panel: VideoPanel, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
     clip = write_video(tmp_path / "clip.mp4", frames=3, fps=10.0)
     with qtbot.waitSignal(panel.frame_shown, timeout=VIDEO_TIMEOUT_MS):
