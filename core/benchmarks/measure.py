@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -93,10 +94,18 @@ def run_case(target: str, kwargs: dict[str, Any], threads: int = 2, timeout: flo
         if line.startswith(RESULT_MARKER):
             result: dict[str, Any] = json.loads(line[len(RESULT_MARKER):])
             return result
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
     if proc.returncode < 0 or proc.returncode == 137:
         return {"error": f"killed (signal {-proc.returncode}; out of memory?)"}
-    return {"error": " | ".join(tail) or f"exit code {proc.returncode}"}
+    return {"error": child_error(proc.stderr or proc.stdout, proc.returncode)}
+
+
+def child_error(output: str, returncode: int) -> str:
+    """A failed child's error in one line: a traceback's last line, the exception with its class's own name
+    ('BudgetTooSmallError: the memory budget ...'); else the output's last three lines; else the exit code."""
+    lines = output.strip().splitlines()
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        return re.sub(r"^(?:\w+\.)+(?=\w+(?::|$))", "", lines[-1])
+    return " | ".join(lines[-3:]) or f"exit code {returncode}"
 
 
 def _child(spec_json: str) -> None:

@@ -57,6 +57,8 @@ def import_graph(source: Path, card_path: Path | None) -> tuple[LoadedModel, Mod
     """The graph in `source` with its card (from `card_path`, beside it, or the defaults), checked against
     each other; CommandError naming the file and the problem."""
     try:
+        if source.is_dir():
+            raise CheckpointError(f"{source}: is a folder; import-model takes a .pt2 or an .onnx file")
         if not source.is_file():
             raise CheckpointError(f"{source}: no such file")
         kind = detect_format(source)
@@ -84,5 +86,6 @@ def assumptions(source: Path, card: ModelCard, loaded: LoadedModel) -> str:
     assumed = [text for missing, text in ((not card.classes, "default class names"),
                                           (not card.colours, "a fixed palette")) if missing]
     tail = f"; assumed {', '.join(assumed)}" if assumed else ""
+    order = "grey input" if config.in_channels == 1 else card.channel_order  # one channel has no order
     return (f"card {card.source}: {config.num_classes} classes, mean {list(info.mean)}, std {list(info.std)}, "
-            f"{card.channel_order}, {card.output_kind}, {probed}{tail}")
+            f"{order}, {card.output_kind}, {probed}{tail}")

@@ -23,6 +23,10 @@ MIN_TILE_STRIDES = 2  # the smallest tile core, in total strides, before giving 
 class BudgetTooSmallError(ValueError):
     """A memory budget that cannot hold even the smallest tile beside the image; the message says the least."""
 
+    def __init__(self, message: str, least_bytes: int = 0) -> None:
+        super().__init__(message)
+        self.least_bytes = least_bytes  # the smallest budget that holds it (0: not known)
+
 
 @dataclass(frozen=True)
 class Tile:
@@ -194,7 +198,7 @@ def choose_tiling(height: int, width: int, *, mode: str, budget_bytes: int, tile
             f"the memory budget {format_bytes(budget_bytes)} cannot hold a {image_width or width}x{height} image: "
             f"its pixels and outputs take {format_bytes(held_bytes)} and the smallest tile ({rows.core(row_count)}x"
             f"{cols.core(col_count)} px + halo {halo} px) {format_bytes(smallest)}; give --memory-budget at least "
-            f"{format_bytes(held_bytes + smallest)}")
+            f"{format_bytes(held_bytes + smallest)}", least_bytes=held_bytes + smallest)
     return TilingPlan(tiled_mode, height, width, (rows.core(row_count), cols.core(col_count)), halo, stride,
                       exact_halo_px, need(row_count, col_count), budget_bytes, held_bytes, image_width,
                       fast_halo_px=fast_halo, max_read_px=max_read_px)

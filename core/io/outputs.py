@@ -172,7 +172,7 @@ def file_digest(path: Path) -> str:
 
 
 def output_damage(path: Path, size: int, digest: str) -> str:
-    """Why the output at `path` is not the one written ('' when intact): missing, resized, changed.
+    """Why the output at `path` is not the one written ('' when intact): missing, resized, changed, unreadable.
 
     Without a recorded digest (manifests from before checksums) the file must decode instead."""
     try:
@@ -182,6 +182,8 @@ def output_damage(path: Path, size: int, digest: str) -> str:
         if digest:
             return "" if file_digest(path) == digest else "changed since written (checksum differs)"
         return "" if _decodes(path) else "does not decode"
+    except FileNotFoundError:
+        return "missing"
     except OSError as err:
         return f"unreadable ({err.strerror or err})"
 

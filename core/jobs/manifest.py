@@ -70,11 +70,12 @@ class Manifest:
                 raise ManifestError(f"{path}: not a readable batch manifest ({err}); {self.how_to_overwrite} to "
                                     "start this folder over, or choose another output folder") from err
             if not _same_results(data.get("fingerprint"), self.fingerprint):
-                raise ManifestError(
-                    f"{self.out_dir} holds results made with {_describe(data.get('fingerprint'), self.fingerprint)}, "
-                    f"not {_describe(self.fingerprint, data.get('fingerprint'))}; {self.how_to_overwrite} to redo "
-                    "them, or choose another output folder"
-                )
+                options = _output_options_differing(data.get("fingerprint"), self.fingerprint)
+                made = (f"made {options}; rerun {options}," if options else
+                        f"made with {_describe(data.get('fingerprint'), self.fingerprint)}, not "
+                        f"{_describe(self.fingerprint, data.get('fingerprint'))};")
+                raise ManifestError(f"{self.out_dir} holds results {made} {self.how_to_overwrite} to redo them, or "
+                                    "choose another output folder")
             self.records, self.pending = records, pending
             self.owned = owned | {f.path for r in records.values() for f in r.outputs.values()}
         journal = self.out_dir / JOURNAL_NAME
@@ -254,3 +255,25 @@ def _describe_outputs(outputs: Any) -> str:
     if "overlay" in kinds:
         kinds[kinds.index("overlay")] = f"overlay (--alpha {outputs.get('overlay_alpha', '?')})"
     return "outputs " + ", ".join(kinds)
+
+
+def _output_options_differing(old: Any, new: dict[str, Any]) -> str:
+    """When only the output options differ, the options the old results were made with, as the CLI spells them
+    ('with --probs', 'with --no-overlay and without --probs'); '' when anything else differs too."""
+    old_outputs = old.get("outputs") if isinstance(old, dict) else None
+    new_outputs = new.get("outputs")
+    if not isinstance(old_outputs, dict) or not isinstance(new_outputs, dict) \
+            or not _same_results({**old, "outputs": new_outputs}, new):
+        return ""
+    old_kinds, new_kinds = set(old_outputs.get("kinds", [])), set(new_outputs.get("kinds", []))
+    alpha = old_outputs.get("overlay_alpha", "?")
+    options = []
+    if "overlay" in old_kinds and "overlay" not in new_kinds:
+        options.append(f"with --overlay --alpha {alpha}")
+    elif "overlay" in new_kinds and "overlay" not in old_kinds:
+        options.append("with --no-overlay")
+    elif "overlay" in old_kinds and alpha != new_outputs.get("overlay_alpha"):
+        options.append(f"with --alpha {alpha}")
+    if ("probs" in old_kinds) != ("probs" in new_kinds):
+        options.append("with --probs" if "probs" in old_kinds else "without --probs")
+    return " and ".join(options)

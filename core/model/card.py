@@ -187,7 +187,13 @@ def read_card(path: Path) -> ModelCard:
     """The card at `path`; raises CardError."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+    except FileNotFoundError:
+        raise CardError(f"{path}: no such card file") from None
+    except IsADirectoryError:
+        raise CardError(f"{path}: is a folder, not a card file (NAME.json)") from None
+    except OSError as err:
+        raise CardError(f"{path}: cannot read the card: {err.strerror or err}") from None
+    except (UnicodeDecodeError, ValueError) as err:
         raise CardError(f"{path}: not a readable JSON card: {err}") from None
     return card_from_json(raw, str(path))
 

@@ -65,5 +65,4 @@ def _result(returncode: int, stdout: str, stderr: str) -> dict[str, Any]:
             return result
     if returncode < 0 or returncode == 137:
         return {"error": f"killed (signal {-returncode if returncode < 0 else 9}; out of memory?)"}
-    tail = (stderr or stdout).strip().splitlines()[-3:]
-    return {"error": " | ".join(tail) or f"exit code {returncode}"}
+    return {"error": measure.child_error(stderr or stdout, returncode)}

@@ -107,9 +107,13 @@ def test_resume_skips_finished_and_redoes_damaged_or_missing(tmp_path: Path, tin
     damaged.write_bytes(damaged.read_bytes()[:20])
     (out / "img03_overlay.png").unlink()
 
-    summary = run_batch(settings, segmenter)
+    events: list[JobEvent] = []
+    summary = run_batch(settings, segmenter, on_event=events.append)
     assert summary.all_ok and summary.finished_before == 4
     assert sorted(r.source for r in summary.records) == ["img01.png", "img03.png"]
+    warnings = [e.message for e in events if e.kind == "warning"]
+    assert f"{out / 'img03_overlay.png'}: missing; redoing img03.png" in warnings, warnings
+    assert f"{damaged}: 20 bytes, " in " ".join(warnings)
     after = _snapshot(out)
     for name in ("img00_labels.png", "img02_overlay.png", "img05_labels.png"):
         assert after[name] == reference[name]  # not rewritten: same inode, mtime, bytes
@@ -210,6 +214,9 @@ def test_another_models_results_are_refused(tmp_path: Path, tiny_checkpoint: Pat
     (out / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ManifestError, match="--overwrite"):
         run_batch(BatchSettings(inputs, out), _segmenter(tiny_checkpoint))
+    with pytest.raises(ManifestError, match=r"made with model .* \(sha256 000000000000\), outputs labels, not model "
+                                            r".*, outputs labels, overlay \(--alpha 0\.5\); pass --overwrite"):
+        run_batch(BatchSettings(inputs, out, write_overlay=True), _segmenter(tiny_checkpoint))  # not only outputs
 
 
 def test_stale_temp_files_and_torn_journal_lines_are_cleaned_up(tmp_path: Path, tiny_checkpoint: Path) -> None:
@@ -286,16 +293,24 @@ def test_resume_with_other_output_options_is_refused(tmp_path: Path, tiny_checkp
     out = tmp_path / "out"
     segmenter = _segmenter(tiny_checkpoint, want_probs=True)
     assert run_batch(BatchSettings(inputs, out, write_overlay=True), segmenter).all_ok
-    for settings, made in ((BatchSettings(inputs, out, write_overlay=True, overlay_alpha=0.8), "(--alpha 0.8)"),
-                           (BatchSettings(inputs, out, write_overlay=True, write_probs=True), "(--alpha 0.5), probs"),
-                           (BatchSettings(inputs, out), "not outputs labels;")):
-        with pytest.raises(ManifestError, match=re.escape(made)):
+    for settings, made in ((BatchSettings(inputs, out, write_overlay=True, overlay_alpha=0.8), "with --alpha 0.5"),
+                           (BatchSettings(inputs, out, write_overlay=True, write_probs=True), "without --probs"),
+                           (BatchSettings(inputs, out), "with --overlay --alpha 0.5")):
+        with pytest.raises(ManifestError, match=re.escape(f"{out} holds results made {made}; rerun {made}, pass "
+                                                          "--overwrite to redo them, or choose another output folder")):
             run_batch(settings, segmenter)
     same = run_batch(BatchSettings(inputs, out, write_overlay=True), segmenter)
     assert same.all_ok and same.finished_before == 2
 
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["fingerprint"]["outputs"] == {"kinds": ["labels", "overlay"], "overlay_alpha": 0.5}
+    with_probs = {**manifest, "fingerprint": {**manifest["fingerprint"], "outputs": {
+        "kinds": ["labels", "probs"]}}}  # results made with --no-overlay --probs, resumed with the overlay on
+    (out / "manifest.json").write_text(json.dumps(with_probs))
+    with pytest.raises(ManifestError, match="made with --no-overlay and with --probs; rerun with --no-overlay and "
+                                            "with --probs, pass --overwrite"):
+        run_batch(BatchSettings(inputs, out, write_overlay=True), segmenter)
+    (out / "manifest.json").write_text(json.dumps(manifest))
     del manifest["fingerprint"]["outputs"]  # a manifest written before output options were recorded
     (out / "manifest.json").write_text(json.dumps(manifest))
     older = run_batch(BatchSettings(inputs, out, write_overlay=True), segmenter)

@@ -96,13 +96,17 @@ def test_without_a_card_the_defaults_apply_and_are_said(models: dict[str, Path],
     assert "note: no card beside" in capsys.readouterr().out
 
 
-def test_a_grey_model_without_a_card_is_said_to_get_grey_input(tmp_path: Path) -> None:
+def test_a_grey_model_without_a_card_is_said_to_get_grey_input(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """A 1-channel graph gets the grey defaults (mean 0.5, std 0.25), and its description says so, not ImageNet's."""
     grey = samples.export_onnx(samples.made(in_channels=1), tmp_path / "grey.onnx", channels=1)
     loaded = load_model(grey)
     assert loaded.info.config.in_channels == 1 and loaded.info.mean == (0.5,) and loaded.info.std == (0.25,)
     text = describe(loaded)
     assert "no card: default names, palette, grey input, mean 0.5 / std 0.25" in text and "ImageNet" not in text
+    samples.write_card(grey, input={"channels": 1, "mean": [0.5], "std": [0.25]})  # a grey image has no RGB order
+    assert main(["import-model", str(grey), "--out", str(tmp_path / "grey.leanseg")]) == 0
+    assert "mean [0.5], std [0.25], grey input, logits" in capsys.readouterr().out
 
 
 def test_a_folder_given_as_the_model_is_named_as_a_folder(image: tuple[Path, np.ndarray], tmp_path: Path,
@@ -149,6 +153,10 @@ def test_import_model_with_a_card_given(models: dict[str, Path], tmp_path: Path,
     assert f"card {card}" in capsys.readouterr().out
     loaded = load_model(out)
     assert loaded.info.provenance["name"] == "street net" and loaded.info.class_names == samples.CLASSES
+    assert main(["import-model", str(tmp_path), "--out", str(out)]) == 2  # refused before --out is looked at
+    assert capsys.readouterr().err.endswith(f"{tmp_path}: is a folder; import-model takes a .pt2 or an .onnx file\n")
+    assert main(["import-model", str(models["onnx"]), "--card", str(tmp_path / "no.json"), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"leanseg: error: {tmp_path / 'no.json'}: no such card file\n"
 
 
 # --- bad model files: each one CheckpointError line naming the file, and exit code 2 from the CLI ---
@@ -240,7 +248,8 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
         return folder / "two.pt2", "2 inputs"
     if kind == "one_size_pt2":  # torch.export without dynamic_shapes: the program holds for 64 x 96 only
         torch.export.save(torch.export.export(samples.made(), (torch.rand(1, 3, 64, 96),)), str(folder / "one.pt2"))
-        return folder / "one.pt2", "exported for 64x96 inputs only: export it again with a dynamic height and width"
+        return folder / "one.pt2", ("exported for 96x64 px (width x height) inputs only: export it again with a "
+                                    "dynamic height and width")
     if kind == "flat_pt2":  # the .onnx of such a net is refused by its input's shape: the .pt2 the same way
         torch.export.save(torch.export.export(Flat().eval(), (torch.rand(1, 10),)), str(folder / "flat.pt2"))
         return folder / "flat.pt2", "input 'x' has shape [1, 10]; leanseg needs (N, C, H, W)"
@@ -271,7 +280,8 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
     if kind == "card_channels":
         shutil.copy(models["pt2"], folder / "grey.pt2")
         samples.write_card(folder / "grey.pt2", input={"channels": 1, "mean": [0.5], "std": [0.25]})
-        return folder / "grey.pt2", "the card says 1 input channels, the graph takes 3"
+        return folder / "grey.pt2", (f"the card {folder / 'grey.json'} says 1 input channel, the graph takes 3: set "
+                                     "input.channels to 3, with 3 values in input.mean and input.std")
     if kind == "card_multiple":  # TinySegNet runs at multiples of 32 only: 2 x 16 does, 3 x 16 does not
         shutil.copy(models["pt2"], folder / "half.pt2")
         samples.write_card(folder / "half.pt2", input={"channels": 3, "mean": list(samples.MEAN),

@@ -14,6 +14,7 @@ import torch
 
 from leanseg.core.engine import compile as compile_plan
 from leanseg.core.events import JobCancelled
+from leanseg.core.memory import format_bytes
 from leanseg.core.model import MobileUNet, MobileUNetConfig
 from leanseg.core.model.checkpoint import load_checkpoint
 from leanseg.core.profile import (
@@ -139,3 +140,22 @@ def test_cli_profile_missing_model_is_a_clear_error(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "leanseg.core", "profile", "--model", str(missing)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "no.safetensors: no such file" in result.stderr
+
+
+def test_the_tiled_row_raises_a_budget_too_small_for_the_smallest_tile(tiny_checkpoint: Path) -> None:
+    """At 64 px a quarter of the whole image's estimate cannot hold one tile with its halo: the row runs at the
+    least the tiles need, and says so, instead of failing."""
+    from leanseg.core.benchmarks.measure import Probe
+    from leanseg.core.profile.cases import engine_tiled_case
+
+    row = engine_tiled_case(Probe("cpu"), ModelSpec(str(tiny_checkpoint)).to_dict(), size=64, repeats=1)
+    assert row["peak_bytes"] > 0 and row["notes"][0].startswith("budget raised to ")
+    assert "for the smallest tile (a quarter of the whole image's estimate, " in row["notes"][0]
+    assert f"within budget {format_bytes(row['budget_bytes'])}" in row["notes"][1]
+
+
+def test_a_failing_configuration_is_one_line_not_a_traceback(tiny_checkpoint: Path) -> None:
+    row = run_case_cancellable("leanseg.core.profile.cases:eager_case",
+                               {"spec": ModelSpec(str(tiny_checkpoint)).to_dict(), "size": 32, "grad_mode": "fast",
+                                "repeats": 1})
+    assert row == {"error": "ValueError: unknown grad mode 'fast'; valid: grad, no_grad, inference_mode"}
