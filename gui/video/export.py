@@ -54,10 +54,13 @@ class VideoExport(QObject):
         super().__init__(parent)
         self.cancel_event = threading.Event()
         self._thread: threading.Thread | None = None
+        self._busy = False  # from start() until just before finished/failed is emitted
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        """An export is under way: false once its finished/failed is emitted, though its thread may still be
+        returning, so the panel can start the next export as soon as it hears."""
+        return self._busy
 
     def start(self, source: Path, output: Path, model_path: Path, options: InferenceOptions,
               job_options: VideoJobOptions, guard: VideoOutputGuard) -> None:
@@ -65,11 +68,16 @@ class VideoExport(QObject):
         closed when the export ends."""
         if self.running:
             raise RuntimeError("an export is already running")
+        self._busy = True
         self.cancel_event = threading.Event()
         self._thread = threading.Thread(target=self._run, name="video-export", daemon=True,
                                         args=(source, output, model_path, options, job_options, guard,
                                               self.cancel_event))
-        self._thread.start()
+        try:
+            self._thread.start()
+        except BaseException:
+            self._busy = False
+            raise
 
     def cancel(self) -> None:
         """Stop after the frame in hand; the file written so far is finalised."""
@@ -88,6 +96,7 @@ class VideoExport(QObject):
             outcome = self._segment(source, output, model_path, options, job_options, guard, cancel)
         finally:
             guard.close()  # before the panel hears, so its next export reads the whole ledger
+            self._busy = False
         if isinstance(outcome, VideoJobSummary):
             self.finished.emit(outcome)
         else:
