@@ -4,7 +4,9 @@ ORT keeps what a run allocated in its arena for the next run, so after the warm-
 in the baseline and the peak above baseline reads as almost nothing (a 256 px zoo model: 0.6 MB, where one of its
 feature maps is 2 MB). In a process that maps its allocations (MALLOC_MMAP_THRESHOLD_, how the benchmarks measure
 peaks) the arena is turned off, so each run's buffers are allocated and returned like PyTorch's and its peak counts
-them; elsewhere (latency, as a user runs it) ORT keeps its defaults.
+them. The times measured in those processes (`leanseg bench`'s default table) are mapped-malloc times for every
+configuration alike, ORT's allocations included; the latency figures the docs quote come from processes with glibc's
+defaults (`--malloc user`, `bench --zoo`'s latency runs), where ORT keeps its arena as a user's process does.
 """
 from __future__ import annotations
 

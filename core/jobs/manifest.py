@@ -70,7 +70,8 @@ class Manifest:
                 raise ManifestError(f"{path}: not a readable batch manifest ({err}); {self.how_to_overwrite} to "
                                     "start this folder over, or choose another output folder") from err
             if not _same_results(data.get("fingerprint"), self.fingerprint):
-                options = _output_options_differing(data.get("fingerprint"), self.fingerprint)
+                options = (_output_options_differing(data.get("fingerprint"), self.fingerprint)
+                           if self.how_to_overwrite.startswith("pass --") else "")  # CLI options for the CLI only
                 made = (f"made {options}; rerun {options}," if options else
                         f"made with {_describe(data.get('fingerprint'), self.fingerprint)}, not "
                         f"{_describe(self.fingerprint, data.get('fingerprint'))};")

@@ -120,6 +120,7 @@ def engine_tiled_case(probe: Probe, spec: dict[str, Any], size: int, repeats: in
     image = ImageData(pixels)
     quarter = budget = max(1, whole // TILED_BUDGET_SHARE)
     for _ in range(RAISES):
+        tried = budget
         segmenter = Segmenter(loaded, InferenceOptions(device=device, engine="lean", tiling="fast",
                                                        memory_budget=budget))
         try:
@@ -130,7 +131,7 @@ def engine_tiled_case(probe: Probe, spec: dict[str, Any], size: int, repeats: in
                 raise
             budget = max(err.least_bytes, budget + budget // 8)
     else:
-        raise BudgetTooSmallError(f"no tiled run fits within {format_bytes(budget)} after {RAISES} raises of the "
+        raise BudgetTooSmallError(f"no tiled run fits within {format_bytes(tried)} after {RAISES} raises of the "
                                   f"budget from a quarter of the whole image's estimate, {format_bytes(quarter)}")
     if budget != quarter:
         notes = [f"budget raised to {format_bytes(budget)} for the smallest tile (a quarter of the whole image's "

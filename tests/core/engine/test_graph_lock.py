@@ -5,6 +5,7 @@ from __future__ import annotations
 import linecache
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -96,7 +97,9 @@ def test_a_graph_model_file_opened_while_another_thread_traces(fmt: str, tmp_pat
     try:
         assert tracing.wait(60)
         opener.start()
+        deadline = time.monotonic() + 120
         while opener.is_alive() and not waits_for_graph_lock(opener):  # done, or blocked until the trace ends
+            assert time.monotonic() < deadline, "the opener neither finished nor waited for GRAPH_LOCK"
             opener.join(0.01)
     finally:
         release.set()
