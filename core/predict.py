@@ -134,7 +134,7 @@ class Segmenter:
             device=result.tiling.device,
             start_bytes=start_bytes,
             probs=result.probs,
-            notes=[*self.notes, result.tiling.plan.describe(), *result.tiling.notes],
+            notes=[*self.notes, *result.tiling.user_notes],
             peak_device=str(self.device),
             tiling=result.tiling,
         )

@@ -87,16 +87,26 @@ def run(args: argparse.Namespace) -> int:
         guard.close()
 
 
-def _output_guard(args: argparse.Namespace, options: VideoJobOptions) -> VideoOutputGuard:
-    """Every file this run writes, with what it is and the option that names it."""
-    files: list[tuple[Path, str]] = []
+def _outputs(args: argparse.Namespace, options: VideoJobOptions) -> list[tuple[Path, str, str]]:
+    """Every file this run writes: its path, what it is with the option that names it, and how an error about its
+    folder begins ("--out v/out.mp4:")."""
+    out = f"--out {args.out}:"
+    files: list[tuple[Path, str, str]] = []
     if options.write_video:
-        files.append((args.out, "the output video (--out)"))
-    if options.csv_path is not None:
-        files.append((options.csv_path, "the class-fraction CSV (--csv, default OUT with .csv)"))
-    if args.memory_log is not None:
-        files.append((args.memory_log, "the memory log (--memory-log)"))
-        files.append((sidecar_path(args.memory_log), "the memory log's JSON sidecar (--memory-log)"))
+        files.append((args.out, "the output video (--out)", out))
+    if options.csv_path is not None:  # default: OUT with .csv, so --out chose it
+        files.append((options.csv_path, "the class-fraction CSV (--csv, default OUT with .csv)",
+                      f"--csv {args.csv}:" if args.csv else out))
+    if args.memory_log is not None:  # its JSON sidecar goes beside it
+        log = f"--memory-log {args.memory_log}:"
+        files.append((args.memory_log, "the memory log (--memory-log)", log))
+        files.append((sidecar_path(args.memory_log), "the memory log's JSON sidecar (--memory-log)", log))
+    return files
+
+
+def _output_guard(args: argparse.Namespace, options: VideoJobOptions) -> VideoOutputGuard:
+    """The guard over every file this run writes (`_outputs`) and the label PNGs."""
+    files = [(path, what) for path, what, _ in _outputs(args, options)]
     return VideoOutputGuard(args.input, files, options.labels_dir, output_stem(args.input), args.overwrite)
 
 
@@ -104,12 +114,8 @@ def _output_folders(args: argparse.Namespace, options: VideoJobOptions) -> dict[
     """The folders the run writes in, as the user named them (each output's, and --labels-dir), each with the
     option that chose it as an error about it begins ("--out v/out.mp4:", "--labels-dir")."""
     folders: dict[Path, str] = {}
-    if options.write_video:
-        folders.setdefault(args.out.parent, f"--out {args.out}:")
-    if options.csv_path is not None:  # default: OUT with .csv, so --out chose it
-        folders.setdefault(options.csv_path.parent, f"--csv {args.csv}:" if args.csv else f"--out {args.out}:")
-    if args.memory_log is not None:  # its JSON sidecar goes beside it
-        folders.setdefault(args.memory_log.parent, f"--memory-log {args.memory_log}:")
+    for path, _, option in _outputs(args, options):
+        folders.setdefault(path.parent, option)
     if options.labels_dir is not None:
         folders.setdefault(options.labels_dir, "--labels-dir")
     return folders

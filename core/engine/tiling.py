@@ -36,7 +36,12 @@ class TilingOutcome:
     attempts: int = 0  # tile runs started, failed ones included
     tile_peak_bytes: int = 0  # the largest tile's peak, in the measure `measure` names
     measure: str = ""  # what the peaks count (engine tensors, CUDA allocated, process RSS); 'mixed' when tiles differ
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # recovery steps (an OOM's smaller tiles, a CPU fallback)
+
+    @property
+    def user_notes(self) -> list[str]:
+        """The plan, then any recovery steps: what a summary shows of the run."""
+        return [self.plan.describe(), *self.notes]
 
 
 def run_tiles(

@@ -197,7 +197,7 @@ def _segment_image(
         large = segment_large_tiff(path, labels_tif, segmenter, cancel=cancel, on_event=on_event)
         return FileResult(path, ok=True, outputs=[large.labels_path], seconds=large.seconds,
                           peak_bytes=large.peak_bytes, start_bytes=large.start_bytes, width=large.width,
-                          height=large.height, device=large.device, peak_device=str(segmenter.device),
+                          height=large.height, device=large.tiling.device, peak_device=str(segmenter.device),
                           tiling=large.tiling)
     labels_path = out_dir / output_file_name(stem, "labels")
     overlay_path = out_dir / output_file_name(stem, "overlay")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +33,7 @@ class LargeResult:
     width: int
     seconds: float
     peak_bytes: int  # process peak (CPU) or device peak (CUDA) while segmenting
-    device: str  # where the last tile ran
-    tiling: TilingOutcome  # what the tiler did: its tiles and their peak
-    notes: list[str] = field(default_factory=list)
+    tiling: TilingOutcome  # what the tiler did: where the last tile ran, its tiles and their peak, notes
     start_bytes: int = 0  # what was in use as segmenting began, in the same measure as peak_bytes
 
 
@@ -79,8 +77,7 @@ def segment_large_tiff(
     finally:
         partial.unlink(missing_ok=True)
     return LargeResult(out_path, source_tiff.height, source_tiff.width, time.perf_counter() - start,
-                       peak_bytes(segmenter.device), outcome.device, outcome, [plan.describe()] + outcome.notes,
-                       start_bytes)
+                       peak_bytes(segmenter.device), outcome, start_bytes)
 
 
 def _mapped_source(tiff: MappedTiff, segmenter: Segmenter):  # type: ignore[no-untyped-def]
