@@ -127,7 +127,7 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
         scheduler.load_state_dict(state["scheduler"])
         if ema is not None:
             ema.load_state_dict(state["ema"])
-        start_epoch, best_miou, history = state["epoch"], state["best_miou"], json.loads(state["history"])
+        start_epoch, best_miou, history = saved.epochs, saved.best_miou, list(saved.history)  # `train` read them
         parent = json.loads(state["initial_weights"]) if "initial_weights" in state else None
         state.clear()  # its tensors are in the model and optimiser now: not a second copy for the whole run
         log(f"resuming after epoch {start_epoch}" + (f" (best val mIoU {best_miou:.4f})" if best_miou >= 0 else ""))
