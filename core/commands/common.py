@@ -100,7 +100,11 @@ def model_file(model: str | Path | None) -> Path:
 def load_model(model: str | Path | None) -> LoadedModel:
     """Open the model a --model value names (.safetensors, .pt2, .onnx, .leanseg; see `model_file`), or the
     shipped default; CommandError when there is none or it cannot be opened."""
-    path = model_file(model)
+    return _open_model(model_file(model))
+
+
+def _open_model(path: Path) -> LoadedModel:
+    """The model file at `path`, opened; CommandError naming it when it cannot be."""
     try:
         return open_model_file(path)
     except CheckpointError as err:
@@ -134,7 +138,7 @@ def build_segmenter(args: argparse.Namespace, want_probs: bool = False) -> Segme
     if sys.stderr.isatty():  # a person waits: a .pt2 or .onnx takes seconds to open; a quick load says nothing
         slow.start()
     try:
-        loaded = load_model(path)
+        loaded = _open_model(path)  # found above
     finally:
         slow.cancel()
     try:
