@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.images import ImageReadError, read_image
-from ..io.outputs import OutputPathError, atomic_write_bytes, check_output_folder
+from ..io.outputs import OutputPathError, atomic_write_bytes, check_output_file
 from ..train.dataset import DatasetError, check_label, find_pairs
 from ..train.frames import sequence_of
 from ..train.metrics import confusion_matrix, iou_per_class, mean_iou, pixel_accuracy
@@ -35,7 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     target = args.json or args.out / f"eval_{args.split}.json"
     try:
-        _check_target(target, f"--json {target}:" if args.json else "--out")
+        if args.json:
+            check_output_file(target, f"--json {target}:",
+                              f"{target} is a folder; give --json a file name such as {target / 'eval.json'}")
+        else:
+            check_output_file(target, "--out", f"{target} is a folder; move it or give --json a file name")
         pairs = find_pairs(args.data, args.split)  # every file checked to exist before the model loads
         segmenter = build_segmenter(args)
     except (CommandError, DatasetError, OutputPathError) as err:
@@ -88,16 +92,6 @@ def run(args: argparse.Namespace) -> int:
         return report_error(err)
     print(f"written {target}", file=sys.stderr)
     return 0
-
-
-def _check_target(target: Path, option: str) -> None:
-    """CommandError or OutputPathError, before any work, when the JSON cannot be written at `target`;
-    `option` names what chose it ("--out", or "--json FILE:"). Creates nothing."""
-    if target.is_dir():
-        fix = (f"give --json a file name such as {target / 'eval.json'}" if option.startswith("--json")
-               else "move it or give --json a file name")
-        raise CommandError(f"{target} is a folder; {fix}")
-    check_output_folder(target.parent, option)
 
 
 def _warn_unknown_labels(truth: np.ndarray, label_path: Path, k: int, ignore_index: int | None,

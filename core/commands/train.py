@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..assets import assets_dir
-from ..io.outputs import OutputPathError, check_output_folder
+from ..io.outputs import OutputPathError, check_output_file, check_output_folder
 from ..train.dataset import DatasetError
 from ..train.options import MODEL_KINDS, PRECISIONS, TrainConfig
 from ..train.run_folder import TrainingInterrupted
@@ -150,14 +150,12 @@ def _finish(args: argparse.Namespace, result: dict) -> int:
 
 
 def _check_outputs(out: Path, export: Path | None) -> None:
-    """CommandError or OutputPathError, before any work, when --out cannot hold a run or --export cannot be
+    """OutputPathError, before any work, when --out cannot hold a run or --export cannot be
     written (a folder, or a place where nothing can be created): not hours later. Creates nothing."""
     check_output_folder(out, "--out")
     if export is not None:
-        if export.is_dir():
-            raise CommandError(f"--export {export} is a folder; give a file name such as "
-                               f"{export / 'model.safetensors'}")
-        check_output_folder(export.parent, f"--export {export}:")
+        check_output_file(export, f"--export {export}:",
+                          f"--export {export} is a folder; give a file name such as {export / 'model.safetensors'}")
 
 
 def _splits(given: str | None, holdout: str) -> tuple[str, ...]:

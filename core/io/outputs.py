@@ -81,6 +81,14 @@ def check_output_folder(folder: Path, option: str) -> None:
     os.unlink(probe)
 
 
+def check_output_file(path: Path, option: str, if_folder: str) -> None:
+    """OutputPathError, before any work, unless a file can be written at `path`: a folder there is refused with
+    the message `if_folder`, a folder that cannot be written as `check_output_folder` says (named by `option`)."""
+    if Path(path).is_dir():
+        raise OutputPathError(if_folder)
+    check_output_folder(Path(path).parent, option)
+
+
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
     """Call `write(handle)` on a temp file beside `path`, fsync, then rename it over `path`: readers see either
     nothing (or the old file) or the whole new file, and a failed write leaves no temp file behind."""
