@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..assets import assets_dir
 from ..io.outputs import OutputPathError, check_output_file, check_output_folder
+from ..jobs.folder_lock import FolderBusyError
 from ..train.dataset import DatasetError
 from ..train.options import MODEL_KINDS, PRECISIONS, TrainConfig
 from ..train.run_folder import TrainingInterrupted
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             result = train(config, resume=args.resume, overwrite=args.overwrite, command=command,
                            log=lambda line: print(line, flush=True))
             ctrl_c.over()  # a late Ctrl-C cannot skip the summary and --export
-        except (ValueError, DatasetError, CommandError, OutputPathError) as err:
+        except (ValueError, DatasetError, CommandError, OutputPathError, FolderBusyError) as err:
             return report_error(err)
         except TrainingInterrupted as stop:
             print(stop, file=sys.stderr)

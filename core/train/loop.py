@@ -17,6 +17,7 @@ from torch import nn
 
 from ..device import resolve_device
 from ..io.outputs import atomic_write
+from ..jobs.folder_lock import FolderLock
 from ..model import build_model
 from ..model.checkpoint import CheckpointError, ModelInfo, load_checkpoint, save_checkpoint
 from ..model.config import config_to_dict
@@ -70,17 +71,20 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
           log: Log = print) -> dict:
     """Train to `config.epochs`; returns the history, the best val mIoU and the best checkpoint's path. Killed at
     any point, `resume=True` continues; a folder that holds a run is refused (RunFolderError) unless resumed or
-    `overwrite`. Ctrl-C raises TrainingInterrupted, which says what to run next; one that comes once the last
-    epoch is saved leaves a complete run, which is returned as if none had come."""
-    state = open_run(config, resume=resume, overwrite=overwrite, log=log)  # refusals come before any data loads
-    saved = _Saved(0) if state is None else _Saved(state["epoch"], state["best_miou"], json.loads(state["history"]))
-    try:
-        return _train(config, state, command, log, saved, overwrite)
-    except KeyboardInterrupt:
-        if saved.epochs < config.epochs:
-            raise TrainingInterrupted(Path(config.out_dir), saved.epochs, config.epochs, overwrite) from None
+    `overwrite`, and so is one another run is writing (FolderBusyError). Ctrl-C raises TrainingInterrupted,
+    which says what to run next; one that comes once the last epoch is saved leaves a complete run, which is
+    returned as if none had come."""
     out_dir = Path(config.out_dir)
-    (out_dir / "history.json").write_text(json.dumps(saved.history, indent=1))  # the interrupt may have cut it
+    with FolderLock(out_dir, on_note=log):  # one writer per run folder, held from the first check to the end
+        state = open_run(config, resume=resume, overwrite=overwrite, log=log)  # refusals come before data loads
+        saved = _Saved(0) if state is None else _Saved(state["epoch"], state["best_miou"],
+                                                        json.loads(state["history"]))
+        try:
+            return _train(config, state, command, log, saved, overwrite)
+        except KeyboardInterrupt:
+            if saved.epochs < config.epochs:
+                raise TrainingInterrupted(out_dir, saved.epochs, config.epochs, overwrite) from None
+        (out_dir / "history.json").write_text(json.dumps(saved.history, indent=1))  # the interrupt may have cut it
     log(f"Ctrl-C after the last epoch ({config.epochs}/{config.epochs}) was saved: the run in {out_dir} is complete")
     return _result(saved, out_dir)
 

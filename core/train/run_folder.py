@@ -76,8 +76,8 @@ def start_writing(out_dir: Path, fresh: bool, overwrite: bool, log: Callable[[st
         return
     held = [name for name in RUN_FILES if (out_dir / name).is_file()]
     if held and not overwrite:
-        raise RunFolderError(f"{out_dir} holds {', '.join(held)} written while this run loaded its data "
-                             "(another leanseg train?); choose another --out")
+        raise RunFolderError(f"{out_dir} holds {', '.join(held)} written while this run loaded its data; "
+                             "choose another --out")
     removed = held
     for name in removed:
         (out_dir / name).unlink()

@@ -77,6 +77,35 @@ def test_a_folder_that_holds_a_run_is_refused_unless_resumed_or_overwritten(tmp_
     assert torch.load(run / "last.pt", weights_only=True)["epoch"] == 1
 
 
+def test_a_run_folder_another_training_writes_is_refused_and_taken_over_once_it_is_killed(tmp_path: Path) -> None:
+    """While one `leanseg train` runs in a folder, a second one there (new, --resume or --overwrite) is refused
+    naming the first's pid, and the first's files are untouched; once the first is SIGKILLed, --resume goes on."""
+    data = make_dataset(tmp_path / "data", train=2, val=1)
+    run = tmp_path / "run"
+    first = subprocess.Popen(train_args(data, run, epochs=20), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True)
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:
+            if line.startswith("epoch 2/"):  # last.pt holds epoch 1: a run worth protecting
+                break
+        first.send_signal(signal.SIGSTOP)  # still holding its folder, but no epoch ends while files are compared
+        held = {path.name: path.read_bytes() for path in run.iterdir()}
+        for extra in ([], ["--resume"], ["--overwrite"]):
+            assert_refused(leanseg_train(train_args(data, run, epochs=20) + extra),
+                           f"{run} is being written by another leanseg run (pid {first.pid} on")
+        assert {path.name: path.read_bytes() for path in run.iterdir()} == held
+    finally:
+        first.kill()
+        first.wait(timeout=60)
+    assert first.returncode == -signal.SIGKILL
+    epochs = torch.load(run / "last.pt", weights_only=True)["epoch"]
+    resumed = leanseg_train(train_args(data, run, epochs=20) + ["--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"taking over {run / '.leanseg.lock'}: the run that left it (pid {first.pid}" in resumed.stdout
+    assert f"resuming after epoch {epochs}" in resumed.stdout and not (run / ".leanseg.lock").exists()
+
+
 def test_a_resume_with_other_options_names_each_one_before_the_data_loads(tmp_path: Path) -> None:
     data = make_dataset(tmp_path / "data", train=2, val=1)
     run = tmp_path / "run"
