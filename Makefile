@@ -45,7 +45,7 @@ run: $(APP_STAMP)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy core
+	$(BIN)/mypy core gui
 	$(BIN)/lint-imports
 
 test: lint

@@ -70,8 +70,8 @@ class ResultsTable(QTableWidget):
         seconds = f"{record.seconds:.2f}" if record.status == "ok" else ""
         failed = status == "failed"
         reason = record.error.removeprefix(f"{in_dir / record.source}: ")  # the File column names the image
-        for column, text in enumerate((record.source, size, seconds, status, reason)):
-            item = QTableWidgetItem(text)
+        items = [QTableWidgetItem(text) for text in (record.source, size, seconds, status, reason)]
+        for column, item in enumerate(items):
             if failed:  # marked so it stands out in a long list; the whole reason in the tooltip
                 item.setBackground(FAILED_BACKGROUND)
                 item.setForeground(FAILED_TEXT)
@@ -80,11 +80,15 @@ class ResultsTable(QTableWidget):
             self.setItem(row, column, item)
         if record.status == "ok" and "labels" in record.outputs:
             paths = (str(in_dir / record.source), str(out_dir / record.outputs["labels"].path))
-            self.item(row, 0).setData(Qt.ItemDataRole.UserRole, paths)
+            items[0].setData(Qt.ItemDataRole.UserRole, paths)
 
     def failed_rows(self) -> list[int]:
         """The rows of images that failed, top to bottom."""
-        return [row for row in range(self.rowCount()) if self.item(row, STATUS_COLUMN).text() == "failed"]
+        return [row for row in range(self.rowCount()) if self._status_text(row) == "failed"]
+
+    def _status_text(self, row: int) -> str:
+        item = self.item(row, STATUS_COLUMN)
+        return item.text() if item is not None else ""
 
     def show_next_failed(self) -> int | None:
         """Select and scroll to the first failed row below the current one (wrapping round); its row, or None."""
@@ -93,7 +97,7 @@ class ResultsTable(QTableWidget):
             return None
         row = next((r for r in rows if r > self.currentRow()), rows[0])
         self.selectRow(row)
-        self.scrollToItem(self.item(row, 0), QAbstractItemView.ScrollHint.PositionAtCenter)
+        self.scrollTo(self.model().index(row, 0), QAbstractItemView.ScrollHint.PositionAtCenter)
         return row
 
     def result_paths(self, row: int) -> tuple[Path, Path] | None:

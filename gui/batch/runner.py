@@ -67,13 +67,13 @@ class BatchThread(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.thread = QThread()
-        self.thread.setObjectName("leanseg-batch")
+        self.runner_thread = QThread()
+        self.runner_thread.setObjectName("leanseg-batch")
         self.runner = BatchRunner()
-        self.runner.moveToThread(self.thread)
+        self.runner.moveToThread(self.runner_thread)
         self._run_requested.connect(self.runner.run)
         self.current: BatchRequest | None = None
-        self.thread.start()
+        self.runner_thread.start()
 
     def start(self, request: BatchRequest) -> None:
         self.current = request
@@ -86,5 +86,5 @@ class BatchThread(QObject):
     def stop(self) -> None:
         """Cancel the batch (it stops at the next tile or image) and end the thread; never terminate()."""
         self.cancel()
-        self.thread.quit()
-        self.thread.wait()
+        self.runner_thread.quit()
+        self.runner_thread.wait()

@@ -25,16 +25,16 @@ class InferenceController(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.thread = QThread()
-        self.thread.setObjectName("leanseg-inference")
+        self.worker_thread = QThread()
+        self.worker_thread.setObjectName("leanseg-inference")
         self.worker = InferenceWorker()
-        self.worker.moveToThread(self.thread)
+        self.worker.moveToThread(self.worker_thread)
         self._configure_requested.connect(self.worker.configure)
         self._job_requested.connect(self.worker.run_job)
         configure_process()
         self._ids = itertools.count(1)
         self.current: InferenceJob | None = None
-        self.thread.start()
+        self.worker_thread.start()
 
     def configure(self, model_path: Path | None, options: InferenceOptions) -> None:
         """Load a model and/or move it to the options' device; answered by model_ready or model_failed."""
@@ -59,5 +59,5 @@ class InferenceController(QObject):
     def shutdown(self) -> None:
         """Cancel, then let the thread finish its current step and stop (never terminate())."""
         self.cancel()
-        self.thread.quit()
-        self.thread.wait()
+        self.worker_thread.quit()
+        self.worker_thread.wait()

@@ -7,18 +7,32 @@ a missing one makes its menu entry say so instead of failing.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numpy as np
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMainWindow
 
 from leanseg.core.io.images import ImageReadError, read_image
+from leanseg.core.memory import MemoryMonitor
 from leanseg.core.profile import ModelSpec, default_spec
 
+from ..inference.worker import ModelStatus
 from ..memory_lab.window import MemoryLabWindow
+from ..viewer.controls import InferenceControls
 
 
 class CompanionsMixin(QMainWindow):
     """Opens and reuses the companion windows; MainWindow provides the attributes used here."""
+
+    if TYPE_CHECKING:  # provided by MainWindow
+        model_status: ModelStatus | None
+        model_requested: Path | None
+        monitor: MemoryMonitor | None
+        controls: InferenceControls
+
+        def open_image(self, path: Path, labels: np.ndarray | None = None) -> None: ...
+        def show_error(self, title: str, message: str) -> None: ...
 
     def open_batch(self, folder: Path) -> None:
         """Show the batch dialog for `folder` (one dialog per window, reused); its results open in the viewer."""

@@ -2,14 +2,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox
 
-from leanseg.core.io.images import IMAGE_SUFFIXES, to_rgb8
+from leanseg.core.io.images import IMAGE_SUFFIXES, ImageData, to_rgb8
 from leanseg.core.io.outputs import OutputPathError, overlay, write_png
 from leanseg.core.model.sources import MODEL_SUFFIXES, is_model_file  # .safetensors, .pt2, .onnx, .leanseg
+from leanseg.core.predict import Segmentation
+
+from ..inference.worker import ModelStatus
+from ..viewer.legend import OverlayPanel
+from .settings import AppSettings
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
 IMAGE_FILTER = "Images (" + " ".join(f"*{s}" for s in IMAGE_SUFFIXES) + ");;All files (*)"
@@ -40,6 +46,19 @@ def png_name(path: Path) -> Path:
 
 class FileActionsMixin(QMainWindow):
     """Mixed into MainWindow: everything that starts from a file name."""
+
+    if TYPE_CHECKING:  # provided by MainWindow
+        settings: AppSettings
+        image: ImageData | None
+        result: Segmentation | None
+        model_status: ModelStatus | None
+        overlay_panel: OverlayPanel
+
+        def open_image(self, path: Path, labels: np.ndarray | None = None) -> None: ...
+        def open_folder(self, path: Path) -> None: ...
+        def open_video(self, path: Path) -> None: ...
+        def open_model(self, path: Path) -> None: ...
+        def show_error(self, title: str, message: str) -> None: ...
 
     def open_path(self, path: Path) -> None:
         """Open an image, folder, video or model file by what it is."""

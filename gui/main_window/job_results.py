@@ -5,18 +5,51 @@ was cancelled or replaced are ignored by job id.
 """
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMainWindow
 
 from leanseg.core.events import JobEvent
+from leanseg.core.io.images import ImageData
+from leanseg.core.memory import MemoryMonitor
 from leanseg.core.predict import Segmentation
 
-from ..inference.worker import IMAGE_UNREADABLE, NO_MODEL_MESSAGE
+from ..inference.controller import InferenceController
+from ..inference.worker import IMAGE_UNREADABLE, NO_MODEL_MESSAGE, ModelStatus
 from ..messages import for_the_app
+from ..viewer.controls import InferenceControls
+from ..viewer.legend import OverlayPanel
+from ..viewer.view import SegmentationViewer
 from .notes import job_peak_text
+from .status_text import StatusField
 
 
 class JobResultsMixin(QMainWindow):
     """The worker's job signals -> widgets; MainWindow provides the widgets and state used here."""
+
+    if TYPE_CHECKING:  # provided by MainWindow
+        segmented: ClassVar[Signal]
+        job_ended: ClassVar[Signal]
+        image: ImageData | None
+        result: Segmentation | None
+        model_status: ModelStatus | None
+        model_requested: Path | None
+        job_waits_for_model: bool
+        monitor: MemoryMonitor | None
+        controller: InferenceController
+        viewer: SegmentationViewer
+        controls: InferenceControls
+        overlay_panel: OverlayPanel
+        status_labels: dict[str, StatusField]
+        _given_labels: tuple[int, np.ndarray] | None
+        _image_notes: list[str]
+        _busy: bool
+
+        def show_error(self, title: str, message: str) -> None: ...
+        def _refresh_actions(self) -> None: ...
 
     def _on_job_event(self, job_id: int, event: JobEvent) -> None:
         if self.monitor is not None:

@@ -1,12 +1,11 @@
 """Menus and toolbar of the main window: actions are created here and connected to the window's methods."""
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMenu, QMenuBar, QStyle, QToolBar
 
@@ -20,18 +19,18 @@ class MenuHost(Protocol):
     viewer: SegmentationViewer
     docks: list[QDockWidget]
     settings: AppSettings
-    choose_image: Callable[[], None]
-    choose_folder: Callable[[], None]
-    choose_video: Callable[[], None]
-    choose_model: Callable[[], None]
-    open_model: Callable[[Path], None]
-    save_labels: Callable[[], object]
-    save_overlay: Callable[[], object]
-    segment_current: Callable[[], None]
-    cancel_job: Callable[[], None]
-    show_about: Callable[[], None]
-    open_path: Callable[[Path], None]
 
+    def choose_image(self) -> None: ...
+    def choose_folder(self) -> None: ...
+    def choose_video(self) -> None: ...
+    def choose_model(self) -> None: ...
+    def open_model(self, path: Path) -> None: ...
+    def save_labels(self) -> object: ...
+    def save_overlay(self) -> object: ...
+    def segment_current(self) -> None: ...
+    def cancel_job(self) -> None: ...
+    def show_about(self) -> None: ...
+    def open_path(self, path: Path) -> None: ...
     def close(self) -> bool: ...
     def style(self) -> QStyle: ...
     def menuBar(self) -> QMenuBar: ...
@@ -56,6 +55,7 @@ class WindowActions:
 
 
 def _action(window: MenuHost, text: str, slot, shortcut=None, icon=None, tip: str = "") -> QAction:  # type: ignore[no-untyped-def]
+    assert isinstance(window, QObject), "the menus' host is the main window, which owns their actions"
     action = QAction(text, window)
     if shortcut is not None:
         action.setShortcut(QKeySequence(shortcut))
@@ -122,11 +122,11 @@ def build_menus(window: MenuHost) -> WindowActions:
     toolbar.setObjectName("mainToolbar")
     toolbar.setMovable(False)
     toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-    for action in (open_image, open_folder, open_video, open_model, None, segment, cancel, None, fit, save_labels):
-        if action is None:
+    for tool in (open_image, open_folder, open_video, open_model, None, segment, cancel, None, fit, save_labels):
+        if tool is None:
             toolbar.addSeparator()
         else:
-            toolbar.addAction(action)
+            toolbar.addAction(tool)
     window.addToolBar(toolbar)
     return WindowActions(open_image, open_folder, open_video, open_model, save_labels, save_overlay, segment,
                          cancel, show_overlay, fit, recent_menu, models_menu, help_menu)

@@ -6,20 +6,53 @@ Mixed into MainWindow, which connects the controller's model signals to these ha
 from __future__ import annotations
 
 import html
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMainWindow
 
 from leanseg.core.assets import default_model_path
+from leanseg.core.io.images import ImageData
 from leanseg.core.model.card import CardError
 
 from ..inference.latency import freeze_long_lived_objects
 from ..inference.worker import ModelStatus, kept_note
+from ..viewer.controls import InferenceControls
+from ..viewer.legend import OverlayPanel
 from .about import model_title
+from .banner import ModelBanner
 from .card_editor import CardEditor, card_editor_for, card_notice
+from .status_text import StatusField
 
 
 class ModelEventsMixin(QMainWindow):
     """The worker's model signals -> widgets; MainWindow provides the widgets and state used here."""
+
+    if TYPE_CHECKING:  # provided by MainWindow
+        model_changed: ClassVar[Signal]
+        job_ended: ClassVar[Signal]
+        error_shown: ClassVar[Signal]
+        image: ImageData | None
+        model_status: ModelStatus | None
+        model_requested: Path | None
+        refusal_notice: str
+        job_waits_for_model: bool
+        last_error: str
+        banner: ModelBanner
+        controls: InferenceControls
+        overlay_panel: OverlayPanel
+        status_labels: dict[str, StatusField]
+        _stand_in_loading: bool
+        _busy: bool
+
+        def open_model(self, path: Path) -> None: ...
+        def segment_current(self) -> None: ...
+        def show_error(self, title: str, message: str) -> None: ...
+        def show_status_error(self, message: str, timeout_ms: int = 0) -> None: ...
+        def _use_device(self, device: str) -> None: ...
+        def _refresh_actions(self) -> None: ...
+        def _clear_result(self) -> None: ...
 
     def edit_card(self) -> CardEditor | None:
         """The card editor for the loaded graph model; saving writes NAME.json beside it and reopens the model."""
@@ -78,7 +111,9 @@ class ModelEventsMixin(QMainWindow):
         if self.model_status is not None:  # a model is loaded and stays: say why the new one was refused
             self.model_requested = self.model_status.path
             if self.refusal_notice:  # the stand-in stays in use: the banner names the latest refusal
-                kept = self.model_status.path.name
+                stand_in = self.model_status.path
+                assert stand_in is not None, "the shipped model stands in, opened from its file"
+                kept = stand_in.name
                 reason = reason.removesuffix(f" {kept_note(kept)}")  # the banner's last line says it
                 self.refusal_notice = notice(f"Still using the shipped model {kept}.")
                 self.banner.show_message(self.refusal_notice)

@@ -91,9 +91,9 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
                       self._dock("Overlay", self.overlay_panel, Qt.DockWidgetArea.RightDockWidgetArea),
                       self._dock("Memory", self.memory_panel, Qt.DockWidgetArea.BottomDockWidgetArea)]
         self.memory_dock = self.docks[2]
-        self.actions = build_menus(self)
+        self.menu_actions = build_menus(self)
         self.memory_lab_action = self.install_memory_lab()  # Tools > Memory lab…
-        self.menuBar().addAction(self.actions.help_menu.menuAction())  # keep Help last
+        self.menuBar().addAction(self.menu_actions.help_menu.menuAction())  # keep Help last
         self.resizeDocks(self.docks, [270, 250, 240], Qt.Orientation.Horizontal)
         self.resizeDocks([self.memory_dock], [240], Qt.Orientation.Vertical)
         self._build_status_bar()
@@ -152,12 +152,12 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
         self.controls.segment_requested.connect(self.segment_current)
         self.controls.cancel_requested.connect(self.cancel_job)
         self.controls.open_model_requested.connect(self.choose_model)
-        self.controls.busy_changed.connect(self.actions.cancel.setEnabled)
-        self.actions.cancel.setEnabled(False)
+        self.controls.busy_changed.connect(self.menu_actions.cancel.setEnabled)
+        self.menu_actions.cancel.setEnabled(False)
         self.overlay_panel.opacity_changed.connect(self.viewer.set_opacity)
         self.overlay_panel.overlay_toggled.connect(self.viewer.set_overlay_visible)
-        self.overlay_panel.overlay_toggled.connect(self.actions.show_overlay.setChecked)
-        self.actions.show_overlay.toggled.connect(self.overlay_panel.show_overlay.setChecked)
+        self.overlay_panel.overlay_toggled.connect(self.menu_actions.show_overlay.setChecked)
+        self.menu_actions.show_overlay.toggled.connect(self.overlay_panel.show_overlay.setChecked)
         self.overlay_panel.legend.hidden_changed.connect(self.viewer.set_hidden_classes)
         self.viewer.hovered.connect(self.hover_label.setText)
         self.memory_panel.cache_emptied.connect(
@@ -287,10 +287,10 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
             self.memory_panel.set_monitor(self.monitor)
 
     def _refresh_actions(self) -> None:
-        self.actions.segment.setEnabled(self.image is not None and self.model_requested is not None)
+        self.menu_actions.segment.setEnabled(self.image is not None and self.model_requested is not None)
         self.controls.segment.setEnabled(self.image is not None and self.model_requested is not None)
-        self.actions.save_labels.setEnabled(self.result is not None)
-        self.actions.save_overlay.setEnabled(self.result is not None)
+        self.menu_actions.save_labels.setEnabled(self.result is not None)
+        self.menu_actions.save_overlay.setEnabled(self.result is not None)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         model_path = self.model_status.path if self.model_status is not None else None

@@ -95,7 +95,9 @@ class MemoryLabWindow(QWidget):
         model_row.addWidget(self.model_label, 1)
         for button in (self.open_button, self.export_png_button, self.export_json_button):
             model_row.addWidget(button)
-        self.config_boxes = {name: QCheckBox(name, checked=True) for name in CONFIGURATION_NAMES}
+        self.config_boxes = {name: QCheckBox(name) for name in CONFIGURATION_NAMES}
+        for box in self.config_boxes.values():
+            box.setChecked(True)
         configs = QHBoxLayout()  # the boxes wrap to a second row in a narrow window
         configs_label = QLabel("Configurations:")
         configs_label.setMinimumHeight(next(iter(self.config_boxes.values())).sizeHint().height())  # on their line

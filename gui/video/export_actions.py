@@ -5,14 +5,18 @@ Mixed into VideoPanel, which provides the widgets, the VideoExport worker and th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
-from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QDialog, QFileDialog, QLabel, QMessageBox, QProgressBar
 
 from leanseg.core.events import JobEvent
+from leanseg.core.io.video import VideoInfo
 from leanseg.core.jobs import VideoJobOptions, VideoJobSummary
 from leanseg.core.jobs.video_guard import VideoOutputRefused
+from leanseg.core.predict import InferenceOptions
 
-from .export import export_csv_path, export_guard, files_to_replace
+from .export import VideoExport, export_csv_path, export_guard, files_to_replace
 
 
 def clock_text(seconds: float) -> str:
@@ -23,6 +27,24 @@ def clock_text(seconds: float) -> str:
 
 class ExportActionsMixin(QDialog):
     """`choose_export`, `export_to(path)`, `cancel_export`, and the export worker's signals -> widgets."""
+
+    if TYPE_CHECKING:  # provided by VideoPanel
+        job_event: ClassVar[Signal]
+        export_finished: ClassVar[Signal]
+        export_failed: ClassVar[Signal]
+        source: Path | None
+        info: VideoInfo | None
+        model_path: Path | None
+        options: InferenceOptions
+        exporting: bool
+        last_summary: VideoJobSummary | None
+        export: VideoExport
+        progress: QProgressBar
+        export_label: QLabel
+
+        def pause(self) -> None: ...
+        def _refresh(self) -> None: ...
+        def _show_error(self, message: str) -> None: ...
 
     def choose_export(self) -> None:
         """Ask for the video's name, then once whether to replace any files of the user's the export would write."""

@@ -3,6 +3,7 @@ Segment, Cancel and progress."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -218,7 +219,9 @@ class InferenceControls(QWidget):
         says why) and a Tiling of exact becomes auto, which tiles, when the budget needs it, with fast tiles."""
         multiscale = self.multiscale.isChecked()
         exact = self.tiling.findData("exact")
-        self.tiling.model().item(exact).setEnabled(not multiscale)
+        tiling_model = self.tiling.model()
+        assert isinstance(tiling_model, QStandardItemModel)  # a QComboBox's own model
+        tiling_model.item(exact).setEnabled(not multiscale)
         tip = EXACT_WITH_SCALES_TIP if multiscale else TILING_TIPS["exact"]
         self.tiling.setItemData(exact, tip, Qt.ItemDataRole.ToolTipRole)
         self.tiling.setToolTip(TILING_WITH_SCALES_TIP if multiscale else "")

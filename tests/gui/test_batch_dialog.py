@@ -312,11 +312,11 @@ def test_closing_the_main_window_mid_batch_stops_the_batch_and_its_thread(qtbot,
             second_image.set()
             threading.Event().wait(1.0)
 
-    thread = dialog.batch_thread
-    thread.runner.job_event.connect(hold_second_image, Qt.ConnectionType.DirectConnection)
+    batch_thread = dialog.batch_thread
+    batch_thread.runner.job_event.connect(hold_second_image, Qt.ConnectionType.DirectConnection)
     dialog.start()
     assert second_image.wait(JOB_TIMEOUT_MS / 1000)
     window.close()
-    assert not thread.thread.isRunning() and not dialog.running and not dialog.isVisible()
+    assert not batch_thread.runner_thread.isRunning() and not dialog.running and not dialog.isVisible()
     done = sorted(p.name for p in default_output_folder(image_folder).glob("*_labels.png"))
     assert len(done) < 4  # cancelled: the images after the held one were not segmented

@@ -161,7 +161,7 @@ def test_legend_click_hides_a_class_and_overlay_controls_work(qtbot, make_window
     window.overlay_panel.opacity.setValue(30)
     assert abs(window.viewer.overlay_item.opacity() - 0.3) < 1e-6
     window.overlay_panel.show_overlay.setChecked(False)
-    assert not window.viewer.overlay_item.isVisible() and not window.actions.show_overlay.isChecked()
+    assert not window.viewer.overlay_item.isVisible() and not window.menu_actions.show_overlay.isChecked()
     name = window.model_status.info.class_names[int(labels[5, 7])]
     assert window.viewer.readout_at(7, 5).endswith(name)
     assert window.viewer.readout_at(500, 5) == ""

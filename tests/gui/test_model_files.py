@@ -137,7 +137,7 @@ def test_installed_models_open_from_the_file_menu(qtbot, make_window, onnx_model
     (installed / "broken.onnx").write_bytes(b"")
     monkeypatch.setenv("LEANSEG_MODELS_DIR", str(installed))
     window = make_window()
-    menu = window.actions.models_menu
+    menu = window.menu_actions.models_menu
     menu.aboutToShow.emit()
     actions = {action.text(): action for action in menu.actions() if action.text()}
     assert actions["broken.onnx"].isEnabled() is False  # listed with its problem in the tooltip
