@@ -142,6 +142,7 @@ def _finish(args: argparse.Namespace, result: dict) -> int:
     if args.export is None:
         return 0
     try:
+        _check_new_export(args.export)  # a file may have appeared there while the run trained
         print(f"exported to {export_best(args.out, args.export)}")
     except OSError as err:  # OutputPathError names --export and why
         problem = str(err) if isinstance(err, OutputPathError) else f"cannot read {best}: {err.strerror or err}"
@@ -157,6 +158,18 @@ def _check_outputs(out: Path, export: Path | None) -> None:
     if export is not None:
         check_output_file(export, f"--export {export}:",
                           f"--export {export} is a folder; give a file name such as {export / 'model.safetensors'}")
+        if export.suffix.lower() != ".safetensors":
+            raise OutputPathError(f"--export {export}: the export is a leanseg .safetensors checkpoint; give a "
+                                  f"name ending in .safetensors, such as {export.with_suffix('.safetensors')}")
+        _check_new_export(export)
+
+
+def _check_new_export(export: Path) -> None:
+    """OutputPathError when --export names an existing file: an export never replaces one (a model, the data,
+    the spec, the run's own last.pt)."""
+    if export.exists():
+        raise OutputPathError(f"--export {export} already exists: an export never replaces a file; remove it or "
+                              "give a new name")
 
 
 def _splits(given: str | None, holdout: str) -> tuple[str, ...]:

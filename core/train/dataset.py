@@ -27,6 +27,17 @@ class DatasetSpec:
             raise DatasetError(f"{len(self.class_names)} class names but {len(self.class_colours)} colours")
         if self.ignore_index is not None and self.ignore_index < len(self.class_names):
             raise DatasetError(f"ignore_index {self.ignore_index} collides with class {self.ignore_index}")
+        if self.ignore_index is not None and not 0 <= self.ignore_index <= 255:
+            raise DatasetError(f"ignore_index {self.ignore_index}: labels are kept as 8-bit class indices, so it "
+                               "must be 0-255")
+        bad = [colour for colour in self.class_colours if len(colour) != 3 or not all(0 <= v <= 255 for v in colour)]
+        if bad:
+            raise DatasetError(f"class colour {list(bad[0])}: each colour is 3 values 0-255 (R, G, B)")
+
+    @property
+    def ignored(self) -> int:
+        """The label value left out of the loss and the figures: ignore_index, or 255 when the spec has none."""
+        return self.ignore_index if self.ignore_index is not None else 255
 
     @property
     def num_classes(self) -> int:
@@ -38,14 +49,21 @@ def load_spec(path: str | Path) -> DatasetSpec:
     path = Path(path)
     try:
         raw = json.loads(path.read_text())
+        colours = raw["class_colours"] if "class_colours" in raw else raw["class_colors"]
         return DatasetSpec(
             class_names=tuple(raw["class_names"]),
-            class_colours=tuple(tuple(int(v) for v in c) for c in raw["class_colours"]),  # type: ignore[misc]
+            class_colours=tuple(tuple(int(v) for v in c) for c in colours),  # type: ignore[misc]
             ignore_index=raw.get("ignore_index"),
             name=str(raw.get("name", path.stem)),
             splits=dict(raw.get("splits", {})),
         )
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except KeyError as err:
+        raise DatasetError(f"{path}: not a valid dataset spec: no {err} field (a spec holds class_names and "
+                           "class_colours, and may hold ignore_index, name and splits; see "
+                           "assets/datasets/camvid.json)") from err
+    except DatasetError as err:
+        raise DatasetError(f"{path}: {err}") from err
+    except (OSError, ValueError, TypeError) as err:
         raise DatasetError(f"{path}: not a valid dataset spec ({type(err).__name__}: {err})") from err
 
 
@@ -133,10 +151,24 @@ def _size(shape: tuple[int, ...]) -> str:
     return f"{shape[1]}x{shape[0]} px"
 
 
-class PairCache:
-    """All pairs decoded once into memory: RGB uint8 (H, W, 3) and labels uint8 (H, W)."""
+def check_label_values(label: np.ndarray, label_path: Path, spec: DatasetSpec) -> None:
+    """DatasetError naming the values of `label` that are neither a class of `spec` nor its ignored value."""
+    if int(label.max(initial=0)) < spec.num_classes:
+        return
+    values = np.unique(label)
+    bad = [int(v) for v in values if v >= spec.num_classes and v != spec.ignored]
+    if bad:
+        shown = ", ".join(str(v) for v in bad[:8]) + (", ..." if len(bad) > 8 else "")
+        raise DatasetError(f"{label_path}: label values {shown} are not classes of the spec ({spec.num_classes} "
+                           f"classes: 0-{spec.num_classes - 1}; {spec.ignored} is left out); a label holds class "
+                           "indices, one channel, saved losslessly (PNG, not JPEG): check it, or --spec")
 
-    def __init__(self, pairs: list[tuple[Path, Path]]) -> None:
+
+class PairCache:
+    """All pairs decoded once into memory: RGB uint8 (H, W, 3) and labels uint8 (H, W), each label's values
+    checked against `spec` first (a class index or the ignored value)."""
+
+    def __init__(self, pairs: list[tuple[Path, Path]], spec: DatasetSpec) -> None:
         if not pairs:
             raise DatasetError("no image/label pairs to load")
         self.images: list[np.ndarray] = []
@@ -148,6 +180,7 @@ class PairCache:
             except ImageReadError as err:
                 raise DatasetError(str(err)) from err
             check_label(label, label_path, image.shape, image_path)
+            check_label_values(label, label_path, spec)
             self.images.append(image)
             self.labels.append(label.astype(np.uint8))
 

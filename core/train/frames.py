@@ -33,7 +33,10 @@ def run_frames(config: TrainConfig, spec: DatasetSpec) -> tuple[Pairs, Pairs]:
                                f"{', '.join(config.train_splits)}; sequences there: {', '.join(found)}")
     else:
         train = pool
-        val = find_pairs(config.data_dir, config.val_split, spec) if config.val_split else []
+        try:
+            val = find_pairs(config.data_dir, config.val_split, spec) if config.val_split else []
+        except DatasetError as err:
+            raise DatasetError(f"{err} (or --val-split none to train without validation)") from None
     if config.limit_images:
         train = train[: config.limit_images]
     if not train:

@@ -89,6 +89,12 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     return _result(saved, out_dir)
 
 
+def _class_list(spec: DatasetSpec) -> str:
+    """The spec's class names as the loading line shows them: all of a short list, the first five of a long one."""
+    names = spec.class_names
+    return ", ".join(names) if len(names) <= 6 else ", ".join(names[:5]) + f", ... {names[-1]}"
+
+
 def _result(saved: _Saved, out_dir: Path) -> dict:
     return {"history": saved.history, "best_miou": saved.best_miou, "best_path": str(out_dir / "best.safetensors")}
 
@@ -99,7 +105,7 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
     out_dir = Path(config.out_dir)
     device = resolve_device(config.device)
     spec = load_spec(config.spec_path)
-    ignore = spec.ignore_index if spec.ignore_index is not None else 255
+    ignore = spec.ignored
     torch.manual_seed(config.seed)
     model = model_for(config, spec)
     state_path = out_dir / "last.pt"
@@ -112,9 +118,10 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
         sample = sample.to(device).contiguous(memory_format=torch.channels_last)
         log(plan_activation_checkpointing(model, sample).summary())
     train_pairs, val_pairs = run_frames(config, spec)
-    log(f"loading {len(train_pairs)} training pairs and {len(val_pairs)} validation pairs from {config.data_dir}")
-    train_data = PairCache(train_pairs)
-    val_data = PairCache(val_pairs) if val_pairs else None
+    log(f"loading {len(train_pairs)} training pairs and {len(val_pairs)} validation pairs from {config.data_dir} "
+        f"({spec.num_classes} classes of {spec.name or Path(config.spec_path).name}: {_class_list(spec)})")
+    train_data = PairCache(train_pairs, spec)
+    val_data = PairCache(val_pairs, spec) if val_pairs else None
     start_writing(out_dir, fresh=state is None, overwrite=overwrite, log=log)
     weights = class_weights(train_data.class_frequencies(spec.num_classes), config.class_weighting).to(device)
     steps_per_epoch = max(1, len(train_data) // config.batch_size)

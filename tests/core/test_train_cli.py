@@ -138,7 +138,7 @@ def test_data_that_cannot_be_used_is_named_and_nothing_is_created(tmp_path: Path
         args[args.index("--spec") + 1] = str(data / "spec.json")
         assert_refused(leanseg_train(args), f"data folder {tmp_path / where} {wording}")
     assert_refused(leanseg_train(train_args(data, run, epochs=1) + ["--val-split", "tset"]),
-                   "no 'tset' split", "splits there: train, val")
+                   "no 'tset' split", "splits there: train, val (or --val-split none to train without validation)")
     cv2.imwrite(str(data / "train" / "labels" / "f01.png"), np.zeros((30, 40), np.uint8))
     refused = leanseg_train(train_args(data, run, epochs=1))
     assert refused.returncode == 2
