@@ -13,7 +13,7 @@ import numpy as np
 from ..io.images import ImageReadError, read_image
 from ..io.outputs import OutputPathError, atomic_write_bytes, check_output_file
 from ..train.dataset import DatasetError, check_label, find_pairs
-from ..train.frames import sequence_of
+from ..train.frames import sequence_of, unlabelled_note
 from ..train.metrics import confusion_matrix, iou_per_class, mean_iou, pixel_accuracy
 from . import SUMMARIES
 from .common import CommandError, add_inference_options, build_segmenter, report_error
@@ -41,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             check_output_file(target, "--out", f"{target} is a folder; move it or give --json a file name")
         pairs = find_pairs(args.data, args.split)  # every file checked to exist before the model loads
+        if note := unlabelled_note(args.data, [args.split]):
+            print(f"warning: {note}; they are not scored", file=sys.stderr)
         segmenter = build_segmenter(args)
     except (CommandError, DatasetError, OutputPathError) as err:
         return report_error(err)

@@ -6,12 +6,11 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..assets import assets_dir
 from ..io.outputs import OutputPathError, check_output_file, check_output_folder
 from ..jobs.folder_lock import FolderBusyError
-from ..train.dataset import DatasetError
+from ..train.dataset import CAMVID_SPEC, DatasetError
 from ..train.options import MODEL_KINDS, PRECISIONS, TrainConfig
-from ..train.run_folder import TrainingInterrupted
+from ..train.run_folder import RUN_FILES, TrainingInterrupted
 from . import SUMMARIES
 from .common import CommandError, CtrlC, report_error
 from .options import HELP_FORMATTER, add_device_option
@@ -22,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help=SUMMARIES["train"], description=__doc__,
                        formatter_class=HELP_FORMATTER)
     p.add_argument("--data", type=Path, required=True, help="folder with train.txt/val.txt or split/images+labels")
-    p.add_argument("--spec", type=Path, default=assets_dir() / "datasets" / "camvid.json",
+    p.add_argument("--spec", type=Path, default=CAMVID_SPEC,
                    help="dataset spec JSON (class names, colours, ignore index); default: CamVid's")
     p.add_argument("--out", type=Path, required=True, help="run folder (resume state, best checkpoint)")
     p.add_argument("--model", choices=MODEL_KINDS, default=defaults.model, help="architecture")
@@ -82,7 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     again.add_argument("--overwrite", action="store_true",
                        help="start over in a RUN_DIR that holds a run: its last.pt, best.safetensors and "
                             "history.json are replaced")
-    p.add_argument("--export", type=Path, default=None, help="copy the best checkpoint here at the end")
+    p.add_argument("--export", type=Path, default=None,
+                   help="copy the best checkpoint to this new .safetensors file at the end (never replaces a file)")
     p.set_defaults(run=run)
 
 
@@ -141,8 +141,11 @@ def _finish(args: argparse.Namespace, result: dict) -> int:
         print(f"no validation frames; final weights: {best}")
     if args.export is None:
         return 0
+    if args.export.exists():  # it appeared while the run trained
+        return report_error(CommandError(f"--export {args.export} appeared while the run trained and an export "
+                                         f"never replaces a file; the run in {args.out} is complete: copy {best} "
+                                         "to a new name to export it"))
     try:
-        _check_new_export(args.export)  # a file may have appeared there while the run trained
         print(f"exported to {export_best(args.out, args.export)}")
     except OSError as err:  # OutputPathError names --export and why
         problem = str(err) if isinstance(err, OutputPathError) else f"cannot read {best}: {err.strerror or err}"
@@ -161,15 +164,12 @@ def _check_outputs(out: Path, export: Path | None) -> None:
         if export.suffix.lower() != ".safetensors":
             raise OutputPathError(f"--export {export}: the export is a leanseg .safetensors checkpoint; give a "
                                   f"name ending in .safetensors, such as {export.with_suffix('.safetensors')}")
-        _check_new_export(export)
-
-
-def _check_new_export(export: Path) -> None:
-    """OutputPathError when --export names an existing file: an export never replaces one (a model, the data,
-    the spec, the run's own last.pt)."""
-    if export.exists():
-        raise OutputPathError(f"--export {export} already exists: an export never replaces a file; remove it or "
-                              "give a new name")
+        if export.exists():  # a model, the data, the spec, the run's own last.pt
+            raise OutputPathError(f"--export {export} already exists: an export never replaces a file; remove it "
+                                  "or give a new name")
+        if export.resolve().parent == out.resolve() and export.name in RUN_FILES:
+            raise OutputPathError(f"--export {export} is one of the run's own files; give a name outside {out} "
+                                  "or another name")
 
 
 def _splits(given: str | None, holdout: str) -> tuple[str, ...]:

@@ -8,7 +8,6 @@ process, so a command can take the lock before building its model and the job ta
 """
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import json
@@ -27,7 +26,8 @@ from .manifest import ManifestError
 
 LOCK_NAME = ".leanseg.lock"
 
-_held: dict[Path, tuple[int, int, bool]] = {}  # resolved folder -> (fd, depth, created it) for this process
+# resolved folder -> (fd, depth, the folders this process created for it, deepest first)
+_held: dict[Path, tuple[int, int, list[Path]]] = {}
 _held_guard = threading.Lock()
 
 
@@ -50,7 +50,7 @@ class FolderLock:
                 fd, depth, created = _held[key]
                 _held[key] = (fd, depth + 1, created)
                 return self
-            created = not self.folder.exists()
+            created = _missing_folders(self.folder)
             make_folder(self.folder)
             fd = self._acquire()
             _held[key] = (fd, 1, created)
@@ -66,9 +66,11 @@ class FolderLock:
             del _held[key]
             self.path.unlink(missing_ok=True)  # still locked: a waiter that opened it sees a removed file
             os.close(fd)
-            if created:  # a run that wrote nothing (refused, or a bad model) leaves no empty folder behind
-                with contextlib.suppress(OSError):
-                    self.folder.rmdir()
+            for folder in created:  # a run that wrote nothing (refused, a bad model) leaves no empty folder behind
+                try:
+                    folder.rmdir()
+                except OSError:  # not empty: the run wrote there, and so the folders above stay too
+                    break
 
     def _acquire(self) -> int:
         while True:
@@ -100,6 +102,15 @@ class FolderLock:
                 and _alive(pid):
             raise FolderBusyError(f"{self.folder} is being written by another leanseg run ({_describe(owner)}); "
                                   "wait for it to end, or choose another output folder")
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """`folder` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
 
 
 def _same_file(fd: int, path: Path) -> bool:

@@ -37,10 +37,12 @@ def detect_format(path: Path) -> str:
             return _refuse(path, "a zip archive, but truncated or damaged (its table of contents is missing)")
         if is_pt2_archive(path):
             return "pt2"
-        if is_torch_save(path) and (path.parent / "best.safetensors").is_file():
+        torch_save = is_torch_save(path)
+        if torch_save and (path.name == "last.pt" or (path.parent / "history.json").is_file()):
             return _refuse(path, "a `leanseg train` run's resume state, not a model: give the run's weights, "
-                                 f"{path.parent / 'best.safetensors'}, or train's --export copy of them")
-        if is_torch_save(path):
+                                 f"{path.parent / 'best.safetensors'} (written at its first validation), or "
+                                 "train's --export copy of them")
+        if torch_save:
             return _refuse(path, "a torch.save file (a state dict or a pickled module): it holds weights, not the "
                                  "network; export the model with torch.export or torch.onnx (README, 'Exporting a "
                                  "PyTorch model')")

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..assets import assets_dir
 from ..io.images import IMAGE_SUFFIXES, ImageReadError, read_image, to_rgb8
+
+CAMVID_SPEC = assets_dir() / "datasets" / "camvid.json"  # train's default --spec
 
 
 class DatasetError(Exception):
@@ -25,6 +28,9 @@ class DatasetSpec:
     def __post_init__(self) -> None:
         if len(self.class_names) != len(self.class_colours):
             raise DatasetError(f"{len(self.class_names)} class names but {len(self.class_colours)} colours")
+        if self.ignore_index is not None and (isinstance(self.ignore_index, bool)
+                                              or not isinstance(self.ignore_index, int)):
+            raise DatasetError(f"ignore_index {self.ignore_index!r}: an integer 0-255")
         if self.ignore_index is not None and self.ignore_index < len(self.class_names):
             raise DatasetError(f"ignore_index {self.ignore_index} collides with class {self.ignore_index}")
         if self.ignore_index is not None and not 0 <= self.ignore_index <= 255:
@@ -49,6 +55,8 @@ def load_spec(path: str | Path) -> DatasetSpec:
     path = Path(path)
     try:
         raw = json.loads(path.read_text())
+        if "class_colours" not in raw and "class_colors" not in raw:
+            raise KeyError("class_colours")
         colours = raw["class_colours"] if "class_colours" in raw else raw["class_colors"]
         return DatasetSpec(
             class_names=tuple(raw["class_names"]),
@@ -60,7 +68,7 @@ def load_spec(path: str | Path) -> DatasetSpec:
     except KeyError as err:
         raise DatasetError(f"{path}: not a valid dataset spec: no {err} field (a spec holds class_names and "
                            "class_colours, and may hold ignore_index, name and splits; see "
-                           "assets/datasets/camvid.json)") from err
+                           f"{CAMVID_SPEC})") from err
     except DatasetError as err:
         raise DatasetError(f"{path}: {err}") from err
     except (OSError, ValueError, TypeError) as err:
@@ -82,12 +90,9 @@ def find_pairs(data_dir: str | Path, split: str, spec: DatasetSpec | None = None
     if list_file.is_file():
         return _listed_pairs(data_dir, list_file)
     for root in (data_dir / split, data_dir):
-        images, labels = root / "images", root / "labels"
-        if images.is_dir() and labels.is_dir():
-            label_by_stem = {p.stem: p for p in labels.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES}
-            pairs = [(p, label_by_stem[p.stem]) for p in sorted(images.iterdir()) if p.stem in label_by_stem]
-            if pairs:
-                return pairs
+        pairs, _ = _folder_pairs(root)
+        if pairs:
+            return pairs
     found = _splits_in(data_dir, named)
     if split in found:  # its folders are there, but no label has its image's name
         raise DatasetError(f"{data_dir}: the '{split}' split's images and labels share no file names (a label must "
@@ -99,6 +104,30 @@ def find_pairs(data_dir: str | Path, split: str, spec: DatasetSpec | None = None
         f"{data_dir}: no '{split}' data: expected a list file {list_file.name} of 'IMAGE LABEL' lines, "
         f"or folders {split}/images and {split}/labels with matching names"
     )
+
+
+def unlabelled_images(data_dir: str | Path, split: str, spec: DatasetSpec | None = None) -> list[Path]:
+    """The images `find_pairs` leaves out of a split in the folder layout: no label in labels/ has their name."""
+    data_dir = Path(data_dir)
+    named = spec.splits if spec is not None else {}
+    if (data_dir / named.get(split, f"{split}.txt")).is_file():
+        return []  # a list file names its pairs, each checked to exist
+    for root in (data_dir / split, data_dir):
+        pairs, unlabelled = _folder_pairs(root)
+        if pairs:
+            return unlabelled
+    return []
+
+
+def _folder_pairs(root: Path) -> tuple[list[tuple[Path, Path]], list[Path]]:
+    """(image, label) pairs of `root/images` and `root/labels` matched by file stem, and the images with no label."""
+    images, labels = root / "images", root / "labels"
+    if not (images.is_dir() and labels.is_dir()):
+        return [], []
+    label_by_stem = {p.stem: p for p in labels.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES}
+    found = [p for p in sorted(images.iterdir()) if p.suffix.lower() in IMAGE_SUFFIXES]
+    return ([(p, label_by_stem[p.stem]) for p in found if p.stem in label_by_stem],
+            [p for p in found if p.stem not in label_by_stem])
 
 
 def _splits_in(data_dir: Path, named: dict[str, str] | None = None) -> list[str]:
@@ -139,9 +168,14 @@ def _listed_pairs(data_dir: Path, list_file: Path) -> list[tuple[Path, Path]]:
 
 
 def check_label(label: np.ndarray, label_path: Path, image_shape: tuple[int, ...], image_path: Path) -> None:
-    """DatasetError unless `label` is one channel of the size of its image (`image_shape`: (H, W, ...))."""
+    """DatasetError unless `label` is one channel of the size of its image (`image_shape`: (H, W, ...)), and not
+    a JPEG (its compression makes new values at every edge)."""
+    if label_path.suffix.lower() in (".jpg", ".jpeg"):
+        raise DatasetError(f"{label_path}: a JPEG label: its compression changes the class indices along every "
+                           "edge; save labels losslessly, as PNG")
     if label.ndim != 2:
-        raise DatasetError(f"{label_path}: labels must be one channel of class indices, got {label.shape}")
+        raise DatasetError(f"{label_path}: labels must be one channel of class indices (a greyscale PNG; a palette "
+                           f"PNG is read as its colours), got {label.shape}")
     if label.shape != tuple(image_shape[:2]):
         raise DatasetError(f"label {label_path} is {_size(label.shape)} (width x height), its image {image_path} "
                            f"{_size(image_shape)}: a label must match its image pixel for pixel")
@@ -155,12 +189,12 @@ def check_label_values(label: np.ndarray, label_path: Path, spec: DatasetSpec) -
     """DatasetError naming the values of `label` that are neither a class of `spec` nor its ignored value."""
     if int(label.max(initial=0)) < spec.num_classes:
         return
-    values = np.unique(label)
-    bad = [int(v) for v in values if v >= spec.num_classes and v != spec.ignored]
+    bad = [int(v) for v in np.unique(label) if v >= spec.num_classes and v != spec.ignored]
     if bad:
         shown = ", ".join(str(v) for v in bad[:8]) + (", ..." if len(bad) > 8 else "")
-        raise DatasetError(f"{label_path}: label values {shown} are not classes of the spec ({spec.num_classes} "
-                           f"classes: 0-{spec.num_classes - 1}; {spec.ignored} is left out); a label holds class "
+        which = "label value" + (f"s {shown} are not classes" if len(bad) > 1 else f" {shown} is not a class")
+        raise DatasetError(f"{label_path}: {which} of the spec ({spec.num_classes} classes: 0-"
+                           f"{spec.num_classes - 1}; {spec.ignored} marks ignored pixels); a label holds class "
                            "indices, one channel, saved losslessly (PNG, not JPEG): check it, or --spec")
 
 

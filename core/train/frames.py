@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .dataset import DatasetError, DatasetSpec, find_pairs
+from .dataset import DatasetError, DatasetSpec, find_pairs, unlabelled_images
 from .options import TrainConfig
 
 Pairs = list[tuple[Path, Path]]
@@ -37,8 +37,26 @@ def run_frames(config: TrainConfig, spec: DatasetSpec) -> tuple[Pairs, Pairs]:
             val = find_pairs(config.data_dir, config.val_split, spec) if config.val_split else []
         except DatasetError as err:
             raise DatasetError(f"{err} (or --val-split none to train without validation)") from None
+        training_images = {image for image, _ in train}
+        shared = [image for image, _ in val if image in training_images]
+        if shared:  # e.g. one images/ + labels/ folder without split folders: it serves every split
+            raise DatasetError(f"{config.data_dir}: the '{config.val_split}' split's frames are training frames "
+                               f"({len(shared)} of {len(val)}, e.g. {shared[0]}), so its score would say nothing; "
+                               f"give {config.val_split}/images + {config.val_split}/labels, or --val-split none")
     if config.limit_images:
         train = train[: config.limit_images]
     if not train:
         raise DatasetError(f"{config.data_dir}: no training frames left in {', '.join(config.train_splits)}")
     return train, val
+
+
+def unlabelled_note(data_dir: str | Path, splits: list[str], spec: DatasetSpec | None = None) -> str:
+    """'' or one line naming the images the splits leave out for want of a label of their name."""
+    left = [path for split in dict.fromkeys(splits) for path in unlabelled_images(data_dir, split, spec)]
+    left = list(dict.fromkeys(left))
+    if not left:
+        return ""
+    many = len(left) > 1
+    return (f"left out {len(left)} image{'s' if many else ''} with no label of {'their' if many else 'its'} name in "
+            f"labels/: {left[0]}" + (", ..." if many else ""))
+

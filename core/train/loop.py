@@ -27,7 +27,7 @@ from .checkpointing import plan_activation_checkpointing
 from .dataset import DatasetSpec, PairCache, load_spec
 from .ema import WeightAverage
 from .evaluate import evaluate_model
-from .frames import run_frames
+from .frames import run_frames, unlabelled_note
 from .lean import autocast_for
 from .losses import segmentation_loss
 from .metrics import iou_per_class, mean_iou
@@ -120,6 +120,9 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
     train_pairs, val_pairs = run_frames(config, spec)
     log(f"loading {len(train_pairs)} training pairs and {len(val_pairs)} validation pairs from {config.data_dir} "
         f"({spec.num_classes} classes of {spec.name or Path(config.spec_path).name}: {_class_list(spec)})")
+    splits = [*config.train_splits, *([config.val_split] if config.val_split and not config.holdout_sequence else [])]
+    if note := unlabelled_note(config.data_dir, splits, spec):
+        log(note)
     train_data = PairCache(train_pairs, spec)
     val_data = PairCache(val_pairs, spec) if val_pairs else None
     start_writing(out_dir, fresh=state is None, overwrite=overwrite, log=log)
@@ -243,7 +246,7 @@ def _model_info(config: TrainConfig, spec: DatasetSpec, epochs: int, miou: float
                 parent: dict[str, Any] | None) -> ModelInfo:
     return ModelInfo(
         config=config.model_config(spec.num_classes), class_names=spec.class_names, class_colours=spec.class_colours,
-        mean=IMAGENET_MEAN, std=IMAGENET_STD, ignore_index=spec.ignore_index,
+        mean=IMAGENET_MEAN, std=IMAGENET_STD, ignore_index=spec.ignored,
         provenance={"data": spec.name or config.data_dir, "split": "+".join(config.train_splits),
                     "holdout_sequence": config.holdout_sequence, "selected_on": _selected_on(config),
                     "command": command, "epochs": epochs, "of_epochs": config.epochs,

@@ -45,8 +45,9 @@ def config_dict(config: TrainConfig) -> dict:
 
 
 def open_run(config: TrainConfig, *, resume: bool, overwrite: bool, log: Callable[[str], None]) -> dict | None:
-    """The resume state to continue from, or None for a new run; RunFolderError (creating nothing) when the
-    folder holds a run that neither --resume nor --overwrite allows, or one started with other options."""
+    """The resume state to continue from, or None for a new run; RunFolderError (writing nothing: the folder lock
+    that `train` holds removes the folders it made) when the folder holds a run that neither --resume nor
+    --overwrite allows, or one started with other options."""
     out_dir = Path(config.out_dir)
     state_path = out_dir / "last.pt"
     if resume and state_path.is_file():
@@ -66,8 +67,8 @@ def open_run(config: TrainConfig, *, resume: bool, overwrite: bool, log: Callabl
 
 
 def start_writing(out_dir: Path, fresh: bool, overwrite: bool, log: Callable[[str], None]) -> None:
-    """Create `out_dir` (once the data has loaded: a refused run leaves nothing behind) and clear what a killed
-    run left; `fresh` (a new run): remove a previous run's files first where `overwrite` allows it, else refuse
+    """Make sure `out_dir` exists (the folder lock made it; one that writes nothing is removed) and clear what a
+    killed run left; `fresh` (a new run): remove a previous run's files first where `overwrite` allows it, else refuse
     (RunFolderError) a run that appeared there since `open_run` looked, while this one loaded its data."""
     make_folder(out_dir)
     for stale in out_dir.glob(".*.tmp"):  # left by a run killed while writing; the real files are intact

@@ -87,7 +87,7 @@ def test_a_run_folder_another_training_writes_is_refused_and_taken_over_once_it_
     try:
         assert first.stdout is not None
         for line in first.stdout:
-            if line.startswith("epoch 2/"):  # last.pt holds epoch 1: a run worth protecting
+            if line.startswith("epoch 2/"):  # epoch 1 is saved in last.pt: a run worth protecting
                 break
         first.send_signal(signal.SIGSTOP)  # still holding its folder, but no epoch ends while files are compared
         held = {path.name: path.read_bytes() for path in run.iterdir()}
