@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        formatter_class=HELP_FORMATTER)
     p.add_argument("--data", type=Path, required=True, help="folder with train.txt/val.txt or split/images+labels")
     p.add_argument("--spec", type=Path, default=CAMVID_SPEC,
-                   help="dataset spec JSON (class names, colours, ignore index); default: CamVid's")
+                   help="dataset spec JSON (class names, colours, ignore index; the README's 'Training on your "
+                        "own data'); default: CamVid's")
     p.add_argument("--out", type=Path, required=True, help="run folder (resume state, best checkpoint)")
     p.add_argument("--model", choices=MODEL_KINDS, default=defaults.model, help="architecture")
     p.add_argument("--width", type=float, default=defaults.width, help=f"default {defaults.width}")

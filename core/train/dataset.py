@@ -94,6 +94,9 @@ def find_pairs(data_dir: str | Path, split: str, spec: DatasetSpec | None = None
         if pairs:
             return pairs
     found = _splits_in(data_dir, named)
+    images = data_dir / split / "images"
+    if split in found and images.is_dir() and not _folder_pairs(data_dir / split)[1]:
+        raise DatasetError(f"{images}: no images in it (PNG, JPEG, TIFF, BMP or WebP)")
     if split in found:  # its folders are there, but no label has its image's name
         raise DatasetError(f"{data_dir}: the '{split}' split's images and labels share no file names (a label must "
                            "have its image's name, in images/ and labels/)")

@@ -153,4 +153,8 @@ def test_an_image_with_no_label_of_its_name_is_named_as_it_is_left_out(tmp_path:
     assert scored.returncode == 0, scored.stderr
     assert (f"warning: left out 1 image with no label of its name in labels/: {data / 'val' / 'images' / 'f00.png'}; "
             "they are not scored") in scored.stderr
+    for path in (data / "val" / "images").iterdir():  # an empty split says so
+        path.unlink()
+    assert_refused(leanseg_train(train_args(data, tmp_path / "run2", epochs=1)),
+                   f"{data / 'val' / 'images'}: no images in it")
 
