@@ -12,7 +12,7 @@ import numpy as np
 
 from ..io.images import ImageReadError, read_image
 from ..io.outputs import OutputPathError, atomic_write_bytes, check_output_file
-from ..train.dataset import DatasetError, check_label, find_pairs
+from ..train.dataset import DatasetError, check_label, split_frames
 from ..train.frames import sequence_of, unlabelled_note
 from ..train.metrics import confusion_matrix, iou_per_class, mean_iou, pixel_accuracy
 from . import SUMMARIES
@@ -40,8 +40,9 @@ def run(args: argparse.Namespace) -> int:
                               f"{target} is a folder; give --json a file name such as {target / 'eval.json'}")
         else:
             check_output_file(target, "--out", f"{target} is a folder; move it or give --json a file name")
-        pairs = find_pairs(args.data, args.split)  # every file checked to exist before the model loads
-        if note := unlabelled_note(args.data, [args.split]):
+        split = split_frames(args.data, args.split)  # every file checked to exist before the model loads
+        pairs = split.pairs
+        if note := unlabelled_note(split.unlabelled):
             print(f"warning: {note}; they are not scored", file=sys.stderr)
         segmenter = build_segmenter(args)
     except (CommandError, DatasetError, OutputPathError) as err:

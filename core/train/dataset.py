@@ -28,14 +28,15 @@ class DatasetSpec:
     def __post_init__(self) -> None:
         if len(self.class_names) != len(self.class_colours):
             raise DatasetError(f"{len(self.class_names)} class names but {len(self.class_colours)} colours")
-        if self.ignore_index is not None and (isinstance(self.ignore_index, bool)
-                                              or not isinstance(self.ignore_index, int)):
-            raise DatasetError(f"ignore_index {self.ignore_index!r}: an integer 0-255")
-        if self.ignore_index is not None and self.ignore_index < len(self.class_names):
-            raise DatasetError(f"ignore_index {self.ignore_index} collides with class {self.ignore_index}")
-        if self.ignore_index is not None and not 0 <= self.ignore_index <= 255:
-            raise DatasetError(f"ignore_index {self.ignore_index}: labels are kept as 8-bit class indices, so it "
-                               "must be 0-255")
+        ignore = self.ignore_index
+        if ignore is not None:
+            if isinstance(ignore, bool) or not isinstance(ignore, int):
+                raise DatasetError(f"ignore_index {ignore!r}: an integer 0-255")
+            if ignore < len(self.class_names):
+                raise DatasetError(f"ignore_index {ignore} collides with class {ignore}")
+            if ignore > 255:
+                raise DatasetError(f"ignore_index {ignore}: labels are kept as 8-bit class indices, so it must be "
+                                   "0-255")
         bad = [colour for colour in self.class_colours if len(colour) != 3 or not all(0 <= v <= 255 for v in colour)]
         if bad:
             raise DatasetError(f"class colour {list(bad[0])}: each colour is 3 values 0-255 (R, G, B)")
@@ -76,7 +77,21 @@ def load_spec(path: str | Path) -> DatasetSpec:
 
 
 def find_pairs(data_dir: str | Path, split: str, spec: DatasetSpec | None = None) -> list[tuple[Path, Path]]:
-    """Pairs from the split's list file (`img lbl` per line), else `split/images` + `split/labels` by name.
+    """Pairs from the split's list file (`img lbl` per line), else `split/images` + `split/labels` by name
+    (`split_frames`, without the images it leaves out)."""
+    return split_frames(data_dir, split, spec).pairs
+
+
+@dataclass(frozen=True)
+class SplitFrames:
+    """A split's image/label pairs, and the images of its images/ folder that no label in labels/ names."""
+
+    pairs: list[tuple[Path, Path]]
+    unlabelled: list[Path] = field(default_factory=list)
+
+
+def split_frames(data_dir: str | Path, split: str, spec: DatasetSpec | None = None) -> SplitFrames:
+    """The split's pairs from its list file (`img lbl` per line), else `split/images` + `split/labels` by name.
 
     `spec.splits` may name a split's list file (default SPLIT.txt). Every file a list names must exist:
     a missing one is named now, before any pair is read."""
@@ -88,14 +103,14 @@ def find_pairs(data_dir: str | Path, split: str, spec: DatasetSpec | None = None
     named = spec.splits if spec is not None else {}
     list_file = data_dir / named.get(split, f"{split}.txt")
     if list_file.is_file():
-        return _listed_pairs(data_dir, list_file)
-    for root in (data_dir / split, data_dir):
-        pairs, _ = _folder_pairs(root)
-        if pairs:
-            return pairs
+        return SplitFrames(_listed_pairs(data_dir, list_file))
+    own = _folder_pairs(data_dir / split)
+    for frames in (own, _folder_pairs(data_dir)):
+        if frames.pairs:
+            return frames
     found = _splits_in(data_dir, named)
     images = data_dir / split / "images"
-    if split in found and images.is_dir() and not _folder_pairs(data_dir / split)[1]:
+    if split in found and images.is_dir() and not own.unlabelled:
         raise DatasetError(f"{images}: no images in it (PNG, JPEG, TIFF, BMP or WebP)")
     if split in found:  # its folders are there, but no label has its image's name
         raise DatasetError(f"{data_dir}: the '{split}' split's images and labels share no file names (a label must "
@@ -109,28 +124,15 @@ def find_pairs(data_dir: str | Path, split: str, spec: DatasetSpec | None = None
     )
 
 
-def unlabelled_images(data_dir: str | Path, split: str, spec: DatasetSpec | None = None) -> list[Path]:
-    """The images `find_pairs` leaves out of a split in the folder layout: no label in labels/ has their name."""
-    data_dir = Path(data_dir)
-    named = spec.splits if spec is not None else {}
-    if (data_dir / named.get(split, f"{split}.txt")).is_file():
-        return []  # a list file names its pairs, each checked to exist
-    for root in (data_dir / split, data_dir):
-        pairs, unlabelled = _folder_pairs(root)
-        if pairs:
-            return unlabelled
-    return []
-
-
-def _folder_pairs(root: Path) -> tuple[list[tuple[Path, Path]], list[Path]]:
-    """(image, label) pairs of `root/images` and `root/labels` matched by file stem, and the images with no label."""
+def _folder_pairs(root: Path) -> SplitFrames:
+    """The pairs of `root/images` and `root/labels` matched by file stem, and the images with no label."""
     images, labels = root / "images", root / "labels"
     if not (images.is_dir() and labels.is_dir()):
-        return [], []
+        return SplitFrames([])
     label_by_stem = {p.stem: p for p in labels.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES}
     found = [p for p in sorted(images.iterdir()) if p.suffix.lower() in IMAGE_SUFFIXES]
-    return ([(p, label_by_stem[p.stem]) for p in found if p.stem in label_by_stem],
-            [p for p in found if p.stem not in label_by_stem])
+    return SplitFrames([(p, label_by_stem[p.stem]) for p in found if p.stem in label_by_stem],
+                       [p for p in found if p.stem not in label_by_stem])
 
 
 def _splits_in(data_dir: Path, named: dict[str, str] | None = None) -> list[str]:

@@ -6,9 +6,10 @@ validation split drawn from a training sequence does not.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from .dataset import DatasetError, DatasetSpec, find_pairs, unlabelled_images
+from .dataset import DatasetError, DatasetSpec, SplitFrames, split_frames
 from .options import TrainConfig
 
 Pairs = list[tuple[Path, Path]]
@@ -19,11 +20,16 @@ def sequence_of(image_path: str | Path) -> str:
     return Path(image_path).stem.split("_", 1)[0]
 
 
-def run_frames(config: TrainConfig, spec: DatasetSpec) -> tuple[Pairs, Pairs]:
-    """(training pairs, validation pairs) for a run; validation is empty when it has none."""
+def run_frames(config: TrainConfig, spec: DatasetSpec, log: Callable[[str], None] | None = None
+               ) -> tuple[Pairs, Pairs]:
+    """(training pairs, validation pairs) for a run; validation is empty when it has none. `log` is told of the
+    images the splits leave out for want of a label."""
     pool: Pairs = []
+    unlabelled: list[Path] = []
     for split in config.train_splits:
-        pool += [pair for pair in find_pairs(config.data_dir, split, spec) if pair not in pool]
+        frames = split_frames(config.data_dir, split, spec)
+        pool += [pair for pair in frames.pairs if pair not in pool]
+        unlabelled += frames.unlabelled
     if config.holdout_sequence:
         train = [pair for pair in pool if sequence_of(pair[0]) != config.holdout_sequence]
         val = [pair for pair in pool if sequence_of(pair[0]) == config.holdout_sequence]
@@ -34,9 +40,11 @@ def run_frames(config: TrainConfig, spec: DatasetSpec) -> tuple[Pairs, Pairs]:
     else:
         train = pool
         try:
-            val = find_pairs(config.data_dir, config.val_split, spec) if config.val_split else []
+            frames = split_frames(config.data_dir, config.val_split, spec) if config.val_split else SplitFrames([])
         except DatasetError as err:
             raise DatasetError(f"{err} (or --val-split none to train without validation)") from None
+        val = frames.pairs
+        unlabelled += frames.unlabelled
         training_images = {image for image, _ in train}
         shared = [image for image, _ in val if image in training_images]
         if shared:  # e.g. one images/ + labels/ folder without split folders: it serves every split
@@ -47,13 +55,14 @@ def run_frames(config: TrainConfig, spec: DatasetSpec) -> tuple[Pairs, Pairs]:
         train = train[: config.limit_images]
     if not train:
         raise DatasetError(f"{config.data_dir}: no training frames left in {', '.join(config.train_splits)}")
+    if log is not None and (note := unlabelled_note(unlabelled)):
+        log(note)
     return train, val
 
 
-def unlabelled_note(data_dir: str | Path, splits: list[str], spec: DatasetSpec | None = None) -> str:
-    """'' or one line naming the images the splits leave out for want of a label of their name."""
-    left = [path for split in dict.fromkeys(splits) for path in unlabelled_images(data_dir, split, spec)]
-    left = list(dict.fromkeys(left))
+def unlabelled_note(unlabelled: list[Path]) -> str:
+    """'' or one line naming the images left out for want of a label of their name (`SplitFrames.unlabelled`)."""
+    left = list(dict.fromkeys(unlabelled))  # a folder two splits share is named once
     if not left:
         return ""
     many = len(left) > 1

@@ -27,7 +27,7 @@ from .checkpointing import plan_activation_checkpointing
 from .dataset import DatasetSpec, PairCache, load_spec
 from .ema import WeightAverage
 from .evaluate import evaluate_model
-from .frames import run_frames, unlabelled_note
+from .frames import run_frames
 from .lean import autocast_for
 from .losses import segmentation_loss
 from .metrics import iou_per_class, mean_iou
@@ -117,12 +117,9 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
         sample = torch.randn(shape, generator=torch.Generator().manual_seed(0))
         sample = sample.to(device).contiguous(memory_format=torch.channels_last)
         log(plan_activation_checkpointing(model, sample).summary())
-    train_pairs, val_pairs = run_frames(config, spec)
+    train_pairs, val_pairs = run_frames(config, spec, log)
     log(f"loading {len(train_pairs)} training pairs and {len(val_pairs)} validation pairs from {config.data_dir} "
         f"({spec.num_classes} classes of {spec.name or Path(config.spec_path).name}: {_class_list(spec)})")
-    splits = [*config.train_splits, *([config.val_split] if config.val_split and not config.holdout_sequence else [])]
-    if note := unlabelled_note(config.data_dir, splits, spec):
-        log(note)
     train_data = PairCache(train_pairs, spec)
     val_data = PairCache(val_pairs, spec) if val_pairs else None
     start_writing(out_dir, fresh=state is None, overwrite=overwrite, log=log)
