@@ -17,6 +17,7 @@ import torch
 
 from ..jobs.batch_image import process_image
 from ..jobs.batch_plan import ImageTask
+from ..jobs.manifest import CLI_OVERWRITE
 from ..model.sources import load_model
 from ..predict import InferenceOptions, Segmenter
 
@@ -32,7 +33,7 @@ def task_from_json(text: str) -> ImageTask:
     data = json.loads(text)
     return ImageTask(Path(data["source"]), data["key"], Path(data["out_dir"]), dict(data["outputs"]),
                      frozenset(data["replaceable"]), frozenset(data.get("forbidden", ())),
-                     float(data.get("overlay_alpha", 0.5)), str(data.get("how_to_overwrite", "pass --overwrite")))
+                     float(data.get("overlay_alpha", 0.5)), str(data.get("how_to_overwrite", CLI_OVERWRITE)))
 
 
 class SegmentingActor:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..io.images import IMAGE_SUFFIXES
 from ..io.output_names import OUTPUT_SUFFIXES, output_file_name, output_stems, stem_at_level
-from .manifest import MANIFEST_NAME, Manifest
+from .manifest import CLI_OVERWRITE, MANIFEST_NAME, Manifest
 
 # atomic_write_bytes names its temporary files ".NAME.XXXXXXXX.tmp"; a kill can leave one behind
 _TEMP_FILE = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{8}\.tmp$")
@@ -30,7 +30,7 @@ class BatchSettings:
     overwrite: bool = False  # ignore the manifest and replace existing outputs
     suffixes: tuple[str, ...] = IMAGE_SUFFIXES  # file extensions taken as images (any case)
     prefetch: int = 2  # images read ahead of inference; bounds the memory reading uses
-    how_to_overwrite: str = "pass --overwrite"  # how a refusal says to replace or redo (the app: its checkbox)
+    how_to_overwrite: str = CLI_OVERWRITE  # how a refusal says to replace or redo (the app: its checkbox)
 
     def __post_init__(self) -> None:
         if not self.in_dir.is_dir():
@@ -69,7 +69,7 @@ class ImageTask:
     replaceable: frozenset[str] = frozenset()  # outputs that may be replaced (ours, or --overwrite)
     forbidden: frozenset[str] = frozenset()  # outputs that are inputs of this batch: never written
     overlay_alpha: float = 0.5  # opacity of the class colours in the overlay
-    how_to_overwrite: str = "pass --overwrite"  # ends the refusal of a file not ours (BatchSettings')
+    how_to_overwrite: str = CLI_OVERWRITE  # ends the refusal of a file not ours (BatchSettings')
 
     def output_path(self, kind: str) -> Path:
         return self.out_dir / self.outputs[kind]

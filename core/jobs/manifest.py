@@ -33,11 +33,14 @@ class ManifestError(Exception):
     """The output folder's manifest cannot be used; the message says why and what to do."""
 
 
+CLI_OVERWRITE = "pass --overwrite"  # how the CLI's refusals end; the app names its checkbox instead
+
+
 class Manifest:
     """Finished and in-progress images of one output folder; thread-safe."""
 
     def __init__(self, out_dir: Path, fingerprint: dict[str, Any], class_names: tuple[str, ...],
-                 how_to_overwrite: str = "pass --overwrite") -> None:
+                 how_to_overwrite: str = CLI_OVERWRITE) -> None:
         self.out_dir = out_dir
         self.how_to_overwrite = how_to_overwrite  # ends a refusal: the CLI's option, or the app's checkbox
         self.fingerprint = fingerprint  # what made the outputs: model (name, sha256), precision, mirror, outputs
@@ -51,7 +54,7 @@ class Manifest:
 
     @classmethod
     def open(cls, out_dir: Path, fingerprint: dict[str, Any], class_names: tuple[str, ...],
-             fresh: bool = False, how_to_overwrite: str = "pass --overwrite") -> Manifest:
+             fresh: bool = False, how_to_overwrite: str = CLI_OVERWRITE) -> Manifest:
         """Load the folder's manifest (snapshot + journal), or start an empty one when `fresh`."""
         manifest = cls(out_dir, fingerprint, class_names, how_to_overwrite)
         if not fresh:
@@ -71,7 +74,7 @@ class Manifest:
                                     "start this folder over, or choose another output folder") from err
             if not _same_results(data.get("fingerprint"), self.fingerprint):
                 options = (_output_options_differing(data.get("fingerprint"), self.fingerprint)
-                           if self.how_to_overwrite.startswith("pass --") else "")  # CLI options for the CLI only
+                           if self.how_to_overwrite == CLI_OVERWRITE else "")  # CLI options for the CLI only
                 made = (f"made {options}; rerun {options}," if options else
                         f"made with {_describe(data.get('fingerprint'), self.fingerprint)}, not "
                         f"{_describe(self.fingerprint, data.get('fingerprint'))};")
