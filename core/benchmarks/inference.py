@@ -18,7 +18,7 @@ from ..memory import format_bytes
 from ..plotting import bar_chart, line_chart
 from .inference_cases import MODELS
 from .measure import run_case
-from .report import format_table, write_json
+from .report import format_table, verdict, write_json
 
 CASE = "leanseg.core.benchmarks.inference_cases:inference_case"
 CONFIGS = ("eager no_grad", "eager inference_mode", "engine whole", "engine fp32", "engine bf16", "onnxruntime")
@@ -149,7 +149,7 @@ def _question_table(args: argparse.Namespace, models: list[str], size: int, repe
 
 
 def _bars(rows: list[dict[str, Any]]) -> list[str]:
-    """One line per bar of the issue: the figure measured and whether it passes."""
+    """One line per target: the figure measured and whether it reached the target."""
     lines = []
     for (kind, size, config), (mem_bar, time_bar) in BARS.items():
         row = next((r for r in rows if (r["model"], r["size"], r["config"]) == (kind, size, config)), None)
@@ -158,12 +158,12 @@ def _bars(rows: list[dict[str, Any]]) -> list[str]:
             continue
         if not isinstance(row.get("x eager mem"), (int, float)):  # --malloc user: times only
             ok = row["x eager time"] <= time_bar
-            lines.append(f"{kind} {size} {config}: time {row['x eager time']}x eager (bar {time_bar}): "
-                         f"{'PASS' if ok else 'FAIL'}")
+            lines.append(f"{kind} {size} {config}: time {row['x eager time']}x eager (target {time_bar}): "
+                         f"{verdict(ok)}")
             continue
         ok = row["x eager mem"] <= mem_bar and row["x eager time"] <= time_bar
-        lines.append(f"{kind} {size} {config}: peak {row['x eager mem']}x eager (bar {mem_bar}), time "
-                     f"{row['x eager time']}x (bar {time_bar}): {'PASS' if ok else 'FAIL'}")
+        lines.append(f"{kind} {size} {config}: peak {row['x eager mem']}x eager (target {mem_bar}), time "
+                     f"{row['x eager time']}x (target {time_bar}): {verdict(ok)}")
     for row in rows:
         if row["config"] == "engine bf16" and "label_agreement" in row:
             ok = row["label_agreement"] >= 0.995
@@ -172,11 +172,11 @@ def _bars(rows: list[dict[str, Any]]) -> list[str]:
                          (row["model"], row["size"], "engine fp32") and "seconds" in r), None)
             speedup = f", {fp32['seconds'] / row['seconds']:.2f}x faster than engine fp32" if fp32 else ""
             lines.append(f"{row['model']} {row['size']} bf16: labels {100 * row['label_agreement']:.2f}% same as "
-                         f"fp32 (bar 99.5%): {'PASS' if ok else 'FAIL'}; {speed}x eager time{speedup}")
+                         f"fp32 (target 99.5%): {verdict(ok)}; {speed}x eager time{speedup}")
         if "estimate_bytes" in row:
             ratio = row["estimate_bytes"] / max(1, row["peak_bytes"])
             lines.append(f"{row['model']} {row['size']} {row['config']}: estimate_peak {ratio:.3f}x measured "
-                         f"(bar 0.9..1.1): {'PASS' if 0.9 <= ratio <= 1.1 else 'FAIL'}")
+                         f"(target 0.9..1.1): {verdict(0.9 <= ratio <= 1.1)}")
     return lines
 
 

@@ -25,6 +25,11 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def verdict(ok: bool) -> str:
+    """How a summary line says whether a figure reached its target."""
+    return "met" if ok else "MISSED"
+
+
 def write_json(path: str | Path, payload: Any) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

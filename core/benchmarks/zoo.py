@@ -47,10 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def zoo_models(folder: Path) -> dict[str, Path]:
     """NAME -> NAME.pt2 for every `.pt2` in `folder`; raises ValueError naming the folder when there is none."""
     if not folder.is_dir():
-        raise ValueError(f"{folder}: no such folder (build one with ../shared/zoo/build.py)")
+        raise ValueError(f"{folder}: no such folder (--zoo takes a folder of NAME.pt2 files, each with an optional "
+                         "NAME.onnx beside it)")
     found = {path.stem: path for path in sorted(folder.glob("*.pt2"))}
     if not found:
-        raise ValueError(f"{folder}: no .pt2 models in it (build them with ../shared/zoo/build.py)")
+        raise ValueError(f"{folder}: no .pt2 models in it (save one with torch.export.save(program, 'NAME.pt2'); "
+                         "an NAME.onnx beside it adds ONNX Runtime to the comparison)")
     return found
 
 
