@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="random exposure change in stops, e.g. -1.5 0.5 for mostly darker (default 0 0: off)")
     p.add_argument("--colour-cast", type=float, default=defaults.colour_cast, metavar="AMOUNT",
                    help="random per-channel gain in [1 - AMOUNT, 1 + AMOUNT], e.g. 0.15 (default 0: off)")
+    p.add_argument("--copy-paste", type=float, default=defaults.copy_paste, metavar="P",
+                   help="with chance P a crop takes the pixels of the rare classes (below the median frequency) of "
+                        "another crop of its batch, e.g. 0.5 (default 0: off)")
     p.add_argument("--class-weighting", type=float, default=defaults.class_weighting,
                    help=f"exponent on median-frequency class weights (default {defaults.class_weighting})")
     p.add_argument("--weight-decay", type=float, default=defaults.weight_decay, help="AdamW weight decay")
@@ -123,7 +126,8 @@ def _config(args: argparse.Namespace) -> TrainConfig:
         train_splits=_splits(args.train_splits, args.holdout_sequence),
         val_split="" if args.val_split.lower() == "none" else args.val_split,
         holdout_sequence=args.holdout_sequence, scale_range=tuple(args.scale_range), jitter=args.jitter,
-        exposure=tuple(args.exposure), colour_cast=args.colour_cast, class_weighting=args.class_weighting,
+        exposure=tuple(args.exposure), colour_cast=args.colour_cast, copy_paste=args.copy_paste,
+        class_weighting=args.class_weighting,
         weight_decay=args.weight_decay, ema_decay=args.ema, label_smoothing=args.label_smoothing,
         lovasz_weight=args.lovasz, ohem_fraction=args.ohem, finetune_full_epochs=args.finetune_full_epochs,
         full_crop=tuple(args.full_crop), init_from=str(args.init_from or ""),

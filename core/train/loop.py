@@ -24,6 +24,7 @@ from ..model.config import config_to_dict
 from .augment import AugmentConfig, augment
 from .batches import IMAGENET_MEAN, IMAGENET_STD, to_batch
 from .checkpointing import plan_activation_checkpointing
+from .copy_paste import paste_rare_classes, rare_classes
 from .dataset import DatasetSpec, PairCache, load_spec
 from .ema import WeightAverage
 from .evaluate import evaluate_model
@@ -123,7 +124,12 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
     train_data = PairCache(train_pairs, spec)
     val_data = PairCache(val_pairs, spec) if val_pairs else None
     start_writing(out_dir, fresh=state is None, overwrite=overwrite, log=log)
-    weights = class_weights(train_data.class_frequencies(spec.num_classes), config.class_weighting).to(device)
+    frequencies = train_data.class_frequencies(spec.num_classes)
+    weights = class_weights(frequencies, config.class_weighting).to(device)
+    rare = rare_classes(frequencies) if config.copy_paste else np.zeros(spec.num_classes, dtype=bool)
+    if config.copy_paste:
+        log(f"copy-paste (chance {config.copy_paste}) of the rare classes: "
+            + ", ".join(name for name, is_rare in zip(spec.class_names, rare) if is_rare))
     steps_per_epoch = max(1, len(train_data) // config.batch_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.OneCycleLR(
@@ -150,7 +156,7 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
         if full_size:
             augment_config = replace(augment_config, crop=config.full_crop, scale_range=(1.0, 1.0))
         loss = _train_epoch(model, ema, train_data, optimizer, scheduler, weights, augment_config, config, epoch,
-                            ignore, device)
+                            ignore, device, rare)
         record: dict[str, Any] = {"epoch": epoch + 1, "loss": loss, "seconds": time.perf_counter() - started,
                                   "crop": list(augment_config.crop)}
         scored = ema.model if ema is not None else model  # the weights that are validated and exported
@@ -205,7 +211,7 @@ def _load_initial_weights(model: nn.Module, config: TrainConfig, spec: DatasetSp
 
 def _train_epoch(model: nn.Module, ema: WeightAverage | None, data: PairCache, optimizer: torch.optim.Optimizer,
                  scheduler: torch.optim.lr_scheduler.LRScheduler, weights: torch.Tensor, augment_config: AugmentConfig,
-                 config: TrainConfig, epoch: int, ignore: int, device: torch.device) -> float:
+                 config: TrainConfig, epoch: int, ignore: int, device: torch.device, rare: np.ndarray) -> float:
     from ..commands.progress import ProgressBar
 
     rng = np.random.default_rng([config.seed, epoch])
@@ -219,6 +225,7 @@ def _train_epoch(model: nn.Module, ema: WeightAverage | None, data: PairCache, o
         for step in range(steps):
             batch = [augment(data.images[i], data.labels[i], augment_config, rng, ignore)
                      for i in order[step * config.batch_size : (step + 1) * config.batch_size]]
+            batch = paste_rare_classes(batch, rare, config.copy_paste, rng)
             x = to_batch([b[0] for b in batch], device)
             y = torch.from_numpy(np.stack([b[1] for b in batch])).to(device).long()
             with autocast_for(device, config.precision):

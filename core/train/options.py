@@ -38,6 +38,7 @@ class TrainConfig:
     jitter: float = 0.25  # brightness/contrast/saturation jitter amplitude (0 = off)
     exposure: tuple[float, float] = (0.0, 0.0)  # exposure change in stops, uniform in [low, high] (0 0 = off)
     colour_cast: float = 0.0  # per-channel gain in [1 - colour_cast, 1 + colour_cast] (0 = off)
+    copy_paste: float = 0.0  # chance that a crop takes the rare classes' pixels of another crop of its batch (0 = off)
     ema_decay: float = 0.0  # exponential moving average of the weights (e.g. 0.998); the EMA
     # weights are validated and exported; 0 = off
     label_smoothing: float = 0.0  # cross-entropy label smoothing (0 = off)
@@ -63,6 +64,8 @@ class TrainConfig:
         if not 0 < self.scale_range[0] <= self.scale_range[1]:
             raise ValueError(f"scale_range must be 0 < low <= high, got {self.scale_range}")
         check_photometric(self.exposure, self.colour_cast)
+        if not 0.0 <= self.copy_paste <= 1.0:
+            raise ValueError(f"copy_paste must be a chance in [0, 1], got {self.copy_paste}")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
         if not 0.0 <= self.label_smoothing < 1.0:
