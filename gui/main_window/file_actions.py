@@ -1,6 +1,7 @@
 """File handling of the main window: dialogs, routing a path by kind, drag and drop, saving labels and overlays."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,14 @@ def path_kind(path: Path) -> str:
     if suffix not in IMAGE_SUFFIXES and path.is_file() and is_model_file(path):
         return "model"  # a model under another name (mynet.bin): the CLI opens it by content too
     return "image"
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    """Whether `path` names the file `other` (the same path, a link to it, or a hard link)."""
+    try:
+        return path.resolve() == other.resolve() or (path.exists() and other.exists() and os.path.samefile(path, other))
+    except OSError:
+        return False
 
 
 def png_name(path: Path) -> Path:
@@ -152,8 +161,14 @@ class FileActionsMixin(QMainWindow):
         return path
 
     def _write(self, path: Path, pixels: np.ndarray) -> Path | None:
-        """Write `pixels` as a PNG; a name without .png gets it (as the save dialog's filter says)."""
+        """Write `pixels` as a PNG; a name without .png gets it (as the save dialog's filter says). The open image
+        is never written over (the CLI refuses its inputs as outputs the same way)."""
         path = png_name(path)
+        source = self.image.path if self.image is not None else None
+        if source is not None and _same_file(path, source):
+            self.show_error("Could not save", f"Could not save: {path} is the image that is open, and an input is "
+                                              "never overwritten; choose another name")
+            return None
         try:
             written = write_png(path, pixels)
         except OutputPathError as err:  # names the file already

@@ -1,6 +1,7 @@
 """The main window end to end: open -> segment on the worker -> overlay; cancel; errors; drag and drop."""
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -182,6 +183,22 @@ def test_save_labels_and_overlay(qtbot, make_window, gui_tiny_checkpoint, small_
     np.testing.assert_array_equal(read_image(bare).pixels, blocker.args[0].labels)
     assert window.save_overlay(tmp_path / "out" / "overlay.v2") == tmp_path / "out" / "overlay.v2.png"
     assert window.statusBar().currentMessage() == f"Saved {tmp_path / 'out' / 'overlay.v2.png'}"
+
+
+def test_saving_over_the_open_image_is_refused_and_the_image_kept(qtbot, make_window, gui_tiny_checkpoint,
+                                                                 small_image, tmp_path):
+    window = make_window(gui_tiny_checkpoint)
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(small_image)
+    original = small_image.read_bytes()
+    link = tmp_path / "link.png"
+    link.symlink_to(small_image)
+    hard = tmp_path / "hard.png"
+    os.link(small_image, hard)
+    for target in (small_image, small_image.with_suffix(""), link, hard):  # "small" becomes small.png
+        assert window.save_labels(target) is None and window.save_overlay(target) is None
+        assert "is the image that is open, and an input is never overwritten" in window.last_error
+    assert small_image.read_bytes() == original
 
 
 def test_changing_the_engine_resegments_with_the_new_options(qtbot, make_window, gui_tiny_checkpoint, small_image):
