@@ -21,6 +21,7 @@ from .pt2_file import UnsafeModelFile, is_pt2_archive, load_exported_program
 
 FORMATS = ("leanseg", "pt2", "onnx", "bundle")
 MODEL_SUFFIXES = (".safetensors", ".pt2", ".onnx", ".leanseg")
+NOT_A_MODEL = "not a model file leanseg opens (.safetensors checkpoint, .pt2, .onnx or .leanseg)"
 
 
 def detect_format(path: Path) -> str:
@@ -30,8 +31,12 @@ def detect_format(path: Path) -> str:
             head = handle.read(16)
     except OSError as err:
         raise CheckpointError(f"{path}: cannot read: {err.strerror or err}") from None
+    if not head:
+        raise CheckpointError(f"{path}: file is empty (0 bytes)")
+    if len(head) < 8 and path.suffix.lower() in MODEL_SUFFIXES:
+        raise CheckpointError(f"{path}: file is truncated ({len(head)} bytes)")
     if len(head) < 8:
-        raise CheckpointError(f"{path}: file is empty or truncated ({len(head)} bytes)")
+        return _refuse(path, NOT_A_MODEL)
     if head[:4] == b"PK\x03\x04":
         if not zipfile.is_zipfile(path):
             return _refuse(path, "a zip archive, but truncated or damaged (its table of contents is missing)")
@@ -55,7 +60,7 @@ def detect_format(path: Path) -> str:
     if path.suffix.lower() == ".json" and head.lstrip()[:1] == b"{":
         return _refuse(path, "a JSON file, such as a model card; give the model file it describes "
                              "(NAME.pt2 or NAME.onnx beside NAME.json), which reads the card itself")
-    return _refuse(path, "not a model file leanseg opens (.safetensors checkpoint, .pt2, .onnx or .leanseg)")
+    return _refuse(path, NOT_A_MODEL)
 
 
 def is_model_file(path: Path) -> bool:

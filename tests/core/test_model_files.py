@@ -292,6 +292,15 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
         samples.write_card(folder / "half.onnx", input={"channels": 3, "mean": list(samples.MEAN),
                                                         "std": list(samples.STD), "size_multiple": 16})
         return folder / "half.onnx", "says input.size_multiple 16, but the graph runs at multiples of 32"
+    if kind == "short_text":  # a few bytes that are no model: said as such, not as a cut-short model
+        (folder / "notes.txt").write_text("todo\n")
+        return folder / "notes.txt", "not a model file leanseg opens"
+    if kind == "short_onnx":  # as few bytes under a model's name: cut short
+        (folder / "net.onnx").write_bytes(b"\x08\x07")
+        return folder / "net.onnx", "file is truncated (2 bytes)"
+    if kind == "empty":
+        (folder / "empty.pt2").write_bytes(b"")
+        return folder / "empty.pt2", "file is empty (0 bytes)"
     if kind == "card_as_model":  # the card given where its model belongs
         return samples.write_card(folder / "mynet.pt2"), "give the model file it describes"
     raise AssertionError(kind)
@@ -300,7 +309,7 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
 BAD_KINDS = ["truncated_pt2", "truncated_onnx", "truncated_leanseg", "truncated_safetensors", "two_inputs_onnx",
              "two_inputs_pt2", "one_size_pt2", "flat_pt2", "one_size_onnx", "five_d_onnx", "not_1khw_onnx",
              "half_size_onnx", "torch_save", "k256_onnx", "card_classes", "card_channels", "card_multiple",
-             "card_multiple_onnx", "card_as_model"]
+             "card_multiple_onnx", "card_as_model", "short_text", "short_onnx", "empty"]
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS)
