@@ -277,7 +277,7 @@ def segment_in_tiles(
     probs = np.zeros((info.config.num_classes, image.height, image.width), np.float32) if want_probs else None
     held = image.pixels.nbytes + labels.nbytes + (probs.nbytes if probs is not None else 0)
     source = array_source(image.pixels, lambda pixels: to_model_input(
-        ImageData(pixels), info.config.in_channels, info.mean, info.std))
+        image.like(pixels), info.config.in_channels, info.mean, info.std))
     source, sink = canvas_io(segmenter, image.width, source, ArraySink(labels, probs))
     plan = plan_tiles(segmenter, image.height, job_width(segmenter, image.width), output, held_bytes=held,
                       image_width=image.width)

@@ -9,6 +9,7 @@ import numpy as np
 import tifffile
 
 from .image_headers import EXIF_ROTATIONS, PNG_SIGNATURE, HeaderError, apply_orientation, read_header
+from .pixel_range import sensor_white, to_uint16, white_note
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 DEFAULT_MAX_PIXELS = 1_000_000_000  # refuse larger images before decoding
@@ -25,11 +26,14 @@ class ImageReadError(Exception):
 
 @dataclass
 class ImageData:
-    """Pixels as read: (H, W) or (H, W, C) with C in 1, 3, 4 (RGB order), uint8 or uint16."""
+    """Pixels as read: (H, W) or (H, W, C) with C in 1, 3, 4 (RGB order), uint8 or uint16 (other sample types
+    become uint16 as `pixel_range.to_uint16` says; `note` says how)."""
 
     pixels: np.ndarray
     path: Path | None = None
     note: str = ""  # e.g. "first of 3 pages"
+    white: int = 0  # the stored value the model sees as 1.0; 0: the type's largest (255, 65535)
+    source_type: str = ""  # the file's sample type when it was not uint8 or uint16 ("float32"), else ""
 
     @property
     def height(self) -> int:
@@ -42,6 +46,20 @@ class ImageData:
     @property
     def bit_depth(self) -> int:
         return 16 if self.pixels.dtype == np.uint16 else 8
+
+    @property
+    def depth_text(self) -> str:
+        """How the app names the file's samples: "8-bit", "16-bit", "float32" (the note says how they were read)."""
+        return self.source_type or f"{self.bit_depth}-bit"
+
+    @property
+    def full_scale(self) -> int:
+        """The value divided by for the model: `white`, else the type's largest."""
+        return self.white or (65535 if self.bit_depth == 16 else 255)
+
+    def like(self, pixels: np.ndarray) -> ImageData:
+        """Other pixels of this image (a tile, a region) read the same way: the same white."""
+        return ImageData(pixels, self.path, white=self.white)
 
 
 def set_max_pixels(limit: int) -> None:
@@ -87,8 +105,18 @@ def read_image(path: str | Path, max_pixels: int | None = None) -> ImageData:
     pixels = image.pixels
     if pixels.size == 0:
         raise ImageReadError(path, "image has no pixels")
+    notes = [image.note] if image.note else []
     if pixels.dtype not in (np.uint8, np.uint16):
-        pixels = _to_uint16(path, pixels)
+        if not (np.issubdtype(pixels.dtype, np.number) or pixels.dtype == bool):
+            raise ImageReadError(path, f"unsupported pixel type {pixels.dtype}")
+        image.source_type = str(pixels.dtype)
+        pixels, said = to_uint16(pixels)
+        notes += said
+    if pixels.dtype == np.uint16 and not np.issubdtype(np.dtype(image.source_type or "uint16"), np.floating):
+        largest = int(pixels.max())
+        image.white = sensor_white(largest)
+        notes += [white_note(image.white, largest)] if image.white < 65535 else []
+    image.note = "; ".join(notes)
     if pixels.ndim == 3 and pixels.shape[2] == 1:
         pixels = pixels[:, :, 0]
     if pixels.ndim not in (2, 3) or (pixels.ndim == 3 and pixels.shape[2] not in (3, 4)):
@@ -188,17 +216,6 @@ def _sniff(head: bytes) -> str | None:
     return None
 
 
-def _to_uint16(path: Path, pixels: np.ndarray) -> np.ndarray:
-    if pixels.dtype == bool:
-        return pixels.astype(np.uint8) * 255
-    if np.issubdtype(pixels.dtype, np.integer) or np.issubdtype(pixels.dtype, np.floating):
-        finite = np.nan_to_num(pixels.astype(np.float64))
-        low, high = float(finite.min()), float(finite.max())
-        scale = 65535.0 / (high - low) if high > low else 0.0
-        return ((finite - low) * scale).astype(np.uint16)
-    raise ImageReadError(path, f"unsupported pixel type {pixels.dtype}")
-
-
 ALPHA_IGNORED = "alpha channel ignored: transparent pixels are segmented with their stored colour"
 
 
@@ -227,11 +244,11 @@ def to_rgb8(image: ImageData) -> np.ndarray:
 
 
 def to_model_input(image: ImageData, in_channels: int, mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndarray:
-    """(C, H, W) float32 normalised for the model: pixels / max value, minus mean, over std."""
+    """(C, H, W) float32 normalised for the model: pixels / white (`ImageData.full_scale`), minus mean, over std."""
     pixels = image.pixels
     if pixels.ndim == 3 and pixels.shape[2] == 4:
         pixels = pixels[:, :, :3]  # drop alpha
-    scale = 1.0 / (65535.0 if pixels.dtype == np.uint16 else 255.0)
+    scale = 1.0 / image.full_scale
     if in_channels == 3 and pixels.ndim == 2:
         pixels = np.repeat(pixels[:, :, None], 3, axis=2)
     elif in_channels == 1 and pixels.ndim == 3:

@@ -17,10 +17,11 @@ import torch
 
 from ..engine.tile_plan import Box
 from ..engine.tiling import TilingOutcome, run_tiles
-from ..events import EventSink, ignore_event
+from ..events import EventSink, JobEvent, ignore_event
 from ..io.images import ImageData, to_model_input
 from ..io.large import MEMMAP_MIN_PIXELS, MappedTiff, create_label_tiff, mappable_tiff, open_large_tiff
 from ..io.outputs import make_folder
+from ..io.pixel_range import sensor_white, white_note
 from ..memory import peak_bytes, reset_peak
 from ..predict import Segmenter
 from ..segment_tiled import canvas_io, cpu_runner_for, job_width, plan_event, plan_tiles, runner_for
@@ -62,6 +63,9 @@ def segment_large_tiff(
         raise ValueError(f"{in_path}: the output {out_path.name} would overwrite the input; choose another path")
     start_bytes = reset_peak(segmenter.device)
     start = time.perf_counter()
+    white, largest = _white(source_tiff)
+    if white_note(white, largest):
+        on_event(JobEvent("info", f"{in_path.name}: {white_note(white, largest)}", path=str(in_path)))
     plan = plan_tiles(segmenter, source_tiff.height, job_width(segmenter, source_tiff.width), output="labels",
                       image_width=source_tiff.width)
     on_event(plan_event(plan))
@@ -69,7 +73,7 @@ def segment_large_tiff(
     partial = out_path.with_name(f".{out_path.name}.partial")
     labels_tiff = create_label_tiff(partial, source_tiff.height, source_tiff.width)
     try:
-        source, sink = canvas_io(segmenter, source_tiff.width, _mapped_source(source_tiff, segmenter),
+        source, sink = canvas_io(segmenter, source_tiff.width, _mapped_source(source_tiff, segmenter, white),
                                  _mapped_sink(labels_tiff))
         outcome = run_tiles(plan, source, sink, runner_for(segmenter, "labels", cancel), device=segmenter.device,
                             cancel=cancel, on_event=on_event, cpu_runner=cpu_runner_for(segmenter))
@@ -80,11 +84,22 @@ def segment_large_tiff(
                        peak_bytes(segmenter.device), outcome, start_bytes)
 
 
-def _mapped_source(tiff: MappedTiff, segmenter: Segmenter):  # type: ignore[no-untyped-def]
+def _white(tiff: MappedTiff) -> tuple[int, int]:
+    """(white, largest value) of a mapped TIFF, as `read_image` finds them (`pixel_range.sensor_white`), read
+    64 MB of rows at a time; (0, 0) for 8-bit samples, whose white is 255."""
+    if tiff.dtype != np.uint16:
+        return 0, 0
+    rows = max(1, (64 << 20) // max(1, int(np.prod(tiff.shape[1:])) * tiff.dtype.itemsize))
+    largest = max(int(tiff.read(top, min(top + rows, tiff.height), 0, tiff.width).max())
+                  for top in range(0, tiff.height, rows))
+    return sensor_white(largest), largest
+
+
+def _mapped_source(tiff: MappedTiff, segmenter: Segmenter, white: int):  # type: ignore[no-untyped-def]
     info = segmenter.info
 
     def read(box: Box) -> torch.Tensor:
-        pixels = ImageData(tiff.read(*box))
+        pixels = ImageData(tiff.read(*box), white=white)
         return torch.from_numpy(to_model_input(pixels, info.config.in_channels, info.mean, info.std))[None]
 
     return read

@@ -253,7 +253,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
         name = image.path.name if image.path else "image"
         self.setWindowTitle(f"{name} — leanseg")
         self._image_notes = image_notes(image)
-        depth = f"{image.bit_depth}-bit" + "".join(f", {note}" for note in [image.note, *self._image_notes] if note)
+        depth = image.depth_text + "".join(f", {note}" for note in [image.note, *self._image_notes] if note)
         self.status_labels["size"].setText(f"{image.width} × {image.height} · {depth}")
         if image.path is not None:
             self.settings.add_recent_file(image.path)

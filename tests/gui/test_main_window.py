@@ -243,4 +243,5 @@ def test_a_16_bit_grey_tiff_is_shown_auto_contrasted(qtbot, make_window, gui_tin
     shown = window.viewer.pixels
     assert shown.dtype == np.uint8 and shown.shape == (40, 50, 3)
     assert shown.min() <= 5 and shown.max() >= 250  # stretched to the full range, not near-black
-    assert "16-bit" in window.status_labels["size"].text()
+    assert "50 × 40 · 16-bit, 12-bit values (largest 1299): 4095 is white" == \
+        window.status_labels["size"].text()
