@@ -120,7 +120,10 @@ def read_image(path: str | Path, max_pixels: int | None = None) -> ImageData:
     if pixels.ndim == 3 and pixels.shape[2] == 1:
         pixels = pixels[:, :, 0]
     if pixels.ndim not in (2, 3) or (pixels.ndim == 3 and pixels.shape[2] not in (3, 4)):
-        raise ImageReadError(path, f"unsupported pixel layout {pixels.shape}; expected HxW, HxWx3 or HxWx4")
+        channels = min(pixels.shape) if pixels.ndim == 3 else 0
+        hint = (f": {channels} channels; save the one to segment, or an RGB composite of them, as its own image"
+                if 1 < channels <= 16 else "")
+        raise ImageReadError(path, f"unsupported pixel layout {pixels.shape}; expected HxW, HxWx3 or HxWx4{hint}")
     image.pixels = pixels
     return image
 

@@ -9,7 +9,7 @@ import pytest
 import tifffile
 
 from leanseg.core.assets import default_model_path
-from leanseg.core.io.images import ImageData, read_image, to_model_input
+from leanseg.core.io.images import ImageData, ImageReadError, read_image, to_model_input
 from leanseg.core.io.large import MappedTiff, mappable_tiff
 from leanseg.core.jobs.segment_large import segment_large_tiff
 from leanseg.core.model.checkpoint import load_checkpoint
@@ -97,3 +97,13 @@ def test_a_large_mapped_tiff_of_12_bit_values_is_segmented_as_its_8_bit_picture(
     assert "big.tif: 12-bit values (largest 4095): 4095 is white" in events
     labels = tifffile.imread(tmp_path / "labels.tif")
     assert (labels == segmenter.segment(ImageData(photo)).labels).mean() > 0.99
+
+
+def test_a_two_channel_tiff_is_refused_saying_what_to_save_instead(tmp_path: Path) -> None:
+    tifffile.imwrite(tmp_path / "cells.tif", np.zeros((2, 36, 48), np.uint16), photometric="minisblack",
+                     planarconfig="separate")  # one page of two samples a pixel, as microscopes write
+    with pytest.raises(ImageReadError) as refused:
+        read_image(tmp_path / "cells.tif")
+    assert str(refused.value) == (f"{tmp_path / 'cells.tif'}: unsupported pixel layout (2, 36, 48); expected HxW, "
+                                  "HxWx3 or HxWx4: 2 channels; save the one to segment, or an RGB composite of "
+                                  "them, as its own image")
