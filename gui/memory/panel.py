@@ -29,6 +29,9 @@ CURVES = (  # snapshot key, legend name, colour; engine_live is drawn against th
     ("engine_live", "engine live tensors (right axis)", "#4fc38a"),
 )
 MAJOR_MARKS = ("start", "done", "cancel", "failed", "empty", "reset")  # first words of the labelled marks
+MARKS_Z = 1000.0  # mark lines stack from here down (a thousandth each), above the curves (0) and the peak line
+PEAK_Z = -1  # under the mark labels, which the dashed peak line would otherwise cross
+LABEL_FILL = pg.mkBrush(23, 24, 27, 190)  # VIEW_BACKGROUND, a little see-through: lines behind a label fade
 MARK_ROWS = (0.93, 0.78, 0.63, 0.48)  # heights of the mark label rows, as a fraction of the plot's height
 MARK_GAP_PX = 6  # space kept between two labels in one row
 LEGEND_HEIGHT_PX = 18  # height of the legend row above the plot
@@ -78,9 +81,11 @@ class MemoryPanel(QWidget):
             self.curves[key] = curve
         peak_pen = pg.mkPen(PEAK_COLOUR, width=1, style=Qt.PenStyle.DashLine)
         self.peak_line = pg.InfiniteLine(angle=0, movable=False, pen=peak_pen)
+        self.peak_line.setZValue(PEAK_Z)  # under the mark labels
         self.peak_line.setVisible(False)
         self.plot.addItem(self.peak_line)
         self._mark_lines: list[pg.InfiniteLine] = []
+        self._marks_added = 0  # marks drawn so far: each new one goes under the ones before it
         self._last_mark_time = float("-inf")
         self._row_ends = [float("-inf")] * len(MARK_ROWS)  # time where the last label of each row ends
         self._x_start = -1.0  # left end of the time axis; negative until the first sample
@@ -229,7 +234,10 @@ class MemoryPanel(QWidget):
             line = pg.InfiniteLine(pos=time, angle=90, movable=False, pen=pen,
                                    label=label if major else None,
                                    labelOpts={"position": MARK_ROWS[row], "color": PLOT_TEXT,
-                                              "anchors": [(0, 0.5), (0, 0.5)]})
+                                              "anchors": [(0, 0.5), (0, 0.5)], "fill": LABEL_FILL})
+            # each mark under the ones before it: a label reaches right, over the lines of later marks only
+            self._marks_added += 1
+            line.setZValue(MARKS_Z - self._marks_added / 1000)
             self.plot.addItem(line)
             self._mark_lines.append(line)
         while len(self._mark_lines) > 400:  # keep the plot cheap on long sessions

@@ -126,6 +126,21 @@ def test_marks_close_in_time_have_labels_that_do_not_overlap(qtbot, monitor):
             assert not rect.intersects(other), (rect, other)
 
 
+def test_a_mark_label_is_drawn_over_the_lines_that_can_cross_it(qtbot, monitor):
+    """A label reaches right from its line, so only later marks' lines and the peak line can cross it: each
+    label has a backdrop and stacks above those."""
+    panel = MemoryPanel(monitor, refresh_ms=20)
+    qtbot.addWidget(panel)
+    panel.show()
+    for label in ("start", "done", "start"):
+        monitor.mark(label)
+    qtbot.waitUntil(lambda: len(panel._mark_lines) == 3, timeout=5_000)
+    heights = [line.zValue() for line in panel._mark_lines]
+    assert heights == sorted(heights, reverse=True) and len(set(heights)) == 3
+    assert min(heights) > max(panel.peak_line.zValue(), *(curve.zValue() for curve in panel.curves.values()))
+    assert all(line.label.fill.color().alpha() > 0 for line in panel._mark_lines)
+
+
 def test_an_error_mark_is_written_failed_with_what_follows_it(qtbot, monitor):
     panel = MemoryPanel(monitor, refresh_ms=20)
     qtbot.addWidget(panel)
