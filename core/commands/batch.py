@@ -8,17 +8,19 @@ and skipped. Ctrl-C stops after the current image (twice: at once); nothing is l
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import threading
 from pathlib import Path
 
 from ..cluster.ray_batch import RayOptions
 from ..events import JobEvent
+from ..io.images import ALPHA_IGNORED
 from ..io.outputs import OutputPathError
-from ..jobs.batch import BatchSummary, run_batch
-from ..jobs.batch_plan import BatchSettings, left_out_note, require_images
+from ..jobs.batch import BatchSummary, cannot_write_output, require_writable_output, run_batch
+from ..jobs.batch_plan import BatchSettings, require_images
 from ..jobs.folder_lock import FolderLock
-from ..jobs.manifest import ManifestError
+from ..jobs.manifest import ImageRecord, ManifestError
 from ..memory import format_bytes, peak_label
 from . import SUMMARIES
 from .batch_ray import add_ray_options, check_ray_arguments, ray_requested, run_on_ray
@@ -38,6 +40,7 @@ from .progress import JobProgress
 CTRL_C_NOTES = ("stopping after the current image (Ctrl-C again to stop at once)",
                 "stopping now; the image in flight will be redone on resume")  # then a third raises
 EXIT_CODES = "exit code: 0 every image is segmented, 1 some failed, 2 usage error, 130 stopped before the end"
+_NUMBER = re.compile(r"\d[\d.,]*(?:e[-+]?\d+)?")  # the figures that differ between notes of one kind
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
                                  overlay_alpha=args.alpha, write_probs=args.probs, overwrite=args.overwrite)
         ray_options = check_ray_arguments(args) if ray_requested(args) else None
         require_images(settings)  # before the lock creates OUT_DIR and before the model loads
+        require_writable_output(settings)
         lock = FolderLock(settings.out_dir, on_note=lambda note: print(note, file=sys.stderr, flush=True))
         with lock:  # taken before the model is built, so a second run on this folder is refused at once
             return _run_locked(args, settings, ray_options)
@@ -70,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     except OutputPathError as err:  # names the folder already
         return report_error(CommandError(str(err)))
     except OSError as err:
-        return report_error(CommandError(f"{args.out}: cannot write the output folder ({err.strerror or err})"))
+        return report_error(CommandError(cannot_write_output(args.out, err)))
 
 
 def _run_locked(args: argparse.Namespace, settings: BatchSettings, ray_options: RayOptions | None) -> int:
@@ -97,18 +101,20 @@ def _run_locked(args: argparse.Namespace, settings: BatchSettings, ray_options: 
         finally:
             ctrl_c.over()
             sink.close()
-        _print_summary(summary)
+        _print_summary(summary, sink.notes_said)
     if summary.cancelled:
         return 130
     return 0 if summary.all_ok else 1
 
 
 class _ConsoleSink:
-    """Progress bar on stderr for image events; errors as lines. Called from two threads."""
+    """Progress bar on stderr for image events; errors as lines, and an image's note the first time one of its
+    kind comes (the rest are counted at the end). Called from two threads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._progress = JobProgress("batch", unit="img")
+        self.notes_said: set[str] = set()  # kinds of note (`_note_kinds`) already given a line
 
     def __call__(self, event: JobEvent) -> None:
         with self._lock:
@@ -118,8 +124,13 @@ class _ConsoleSink:
                 if event.kind == "error":
                     self._line(f"failed{' (the batch goes on)' if event.more_follow else ''}: {event.message}")
                 self._progress.advance(postfix=Path(event.path).name if event.path else "")
-            elif event.kind in ("warning", "plan") or event.data.get("alpha_ignored"):
+            elif event.kind in ("warning", "plan"):
                 self._line(event.message)
+            elif event.data.get("note") or event.data.get("alpha_ignored"):
+                kinds = _note_kinds(event.data.get("note") or ALPHA_IGNORED).keys()
+                if not kinds <= self.notes_said:
+                    self.notes_said.update(kinds)
+                    self._line(event.message)
 
     def _line(self, message: str) -> None:
         self._progress.note(message, sys.stderr)  # above the bar on a terminal
@@ -129,15 +140,37 @@ class _ConsoleSink:
             self._progress.close()
 
 
-def _print_summary(summary: BatchSummary) -> None:
+def _print_summary(summary: BatchSummary, notes_said: set[str]) -> None:
     print(_summary_line(summary))
-    if summary.left_out:
-        print(left_out_note(summary.left_out))
+    for line in _note_lines(summary.ok, notes_said):
+        print(line)
+    for note in summary.not_read_notes():
+        print(note)
     for record in summary.failed:
         print(f"failed: {record.error}", file=sys.stderr)
     print(f"outputs in {summary.settings.out_dir} ({summary.summary_path.name}, {summary.manifest_path.name})")
     if summary.cancelled:
         print("stopped early: run the same command again to resume")
+
+
+def _note_kinds(note: str) -> dict[str, str]:
+    """Each part of an image's note ('; '-separated) under its kind, the part with its figures taken out:
+    'first of 3 pages' -> {'first of # pages': 'first of 3 pages'}."""
+    return {_NUMBER.sub("#", part): part for part in note.split("; ") if part}
+
+
+def _note_lines(records: list[ImageRecord], said: set[str]) -> list[str]:
+    """The notes of `records` (finishing order), a line per kind: '998 images noted like a.jpg: rotated 90°
+    clockwise as its EXIF orientation (6) says' where several images had one, 'b.tif: first of 3 pages' where
+    one did and its kind is not in `said` (given its line during the run). Every note is in the manifest."""
+    first: dict[str, str] = {}  # kind -> its first image's line
+    counts: dict[str, int] = {}
+    for record in records:
+        for kind, part in _note_kinds(record.note).items():
+            first.setdefault(kind, f"{record.source}: {part}")
+            counts[kind] = counts.get(kind, 0) + 1
+    return [f"{counts[kind]} images noted like {line}" if counts[kind] > 1 else line
+            for kind, line in first.items() if counts[kind] > 1 or kind not in said]
 
 
 def _summary_line(summary: BatchSummary) -> str:

@@ -21,10 +21,20 @@ import torch
 
 from ..engine.multiscale import format_scales
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event, said_once
-from ..io.images import ALPHA_IGNORED, has_transparency
+from ..io.images import ALPHA_IGNORED
+from ..io.outputs import OutputPathError, check_output_folder
 from ..predict import Segmentation, Segmenter
 from .batch_image import ReadInput, check_outputs_free, error_record, finish_image, read_input
-from .batch_plan import BatchPlan, BatchSettings, ImageTask, plan_batch, remove_stale_temp_files, require_images
+from .batch_plan import (
+    CLI_RECURSE,
+    BatchPlan,
+    BatchSettings,
+    ImageTask,
+    not_read_notes,
+    plan_batch,
+    remove_stale_temp_files,
+    require_images,
+)
 from .folder_lock import FolderLock
 from .manifest import MANIFEST_NAME, SUMMARY_NAME, ImageRecord, Manifest
 from .prefetch import BackgroundWriter, Prefetcher
@@ -36,6 +46,8 @@ class BatchSummary:
     total: int = 0  # images found in the input folder
     finished_before: int = 0  # skipped: finished and intact from an earlier run
     left_out: list[str] = field(default_factory=list)  # files in the input folder that are not images, not read
+    image_folders: list[str] = field(default_factory=list)  # sub-folders with images, not read (not recursive)
+    hidden_images: list[str] = field(default_factory=list)  # image files named ".NAME", not read
     records: list[ImageRecord] = field(default_factory=list)  # this run's images, in finishing order
     cancelled: bool = False  # stopped before every image was done
     seconds: float = 0.0  # wall time of this run
@@ -64,6 +76,11 @@ class BatchSummary:
     @property
     def summary_path(self) -> Path:
         return self.settings.out_dir / SUMMARY_NAME
+
+    def not_read_notes(self, how_to_recurse: str = CLI_RECURSE) -> list[str]:
+        """A line for each kind of thing left out: files that are not images, sub-folders with images (the line
+        ends with `how_to_recurse` them), hidden images."""
+        return not_read_notes(self.left_out, self.image_folders, self.hidden_images, how_to_recurse)
 
 
 def model_fingerprint(segmenter: Segmenter) -> dict[str, str]:
@@ -98,6 +115,7 @@ def run_batch(
     """Segment every image in `settings.in_dir` not already finished in `settings.out_dir`.
 
     Raises ValueError if the input folder holds no image (before the output folder is created),
+    OutputPathError if the output folder cannot be written (as `leanseg batch` says it: `cannot_write_output`),
     ManifestError if the output folder holds another model's results (unless overwrite), and
     FolderBusyError (a ManifestError) if another run is writing it. Bad inputs are recorded in
     summary.csv and skipped; the batch goes on.
@@ -105,8 +123,29 @@ def run_batch(
     if settings.write_probs and not segmenter.options.want_probs:
         raise ValueError("write_probs needs a Segmenter made with InferenceOptions(want_probs=True)")
     require_images(settings)
-    with FolderLock(settings.out_dir, on_note=partial(_warn, on_event)):
-        return _run_batch(settings, segmenter, cancel, stop_after_current, on_event)
+    require_writable_output(settings)
+    try:
+        with FolderLock(settings.out_dir, on_note=partial(_warn, on_event)):
+            return _run_batch(settings, segmenter, cancel, stop_after_current, on_event)
+    except OutputPathError:
+        raise  # names the file and why already
+    except OSError as err:  # e.g. the lock file refused: said as `leanseg batch` says it
+        raise OutputPathError(cannot_write_output(settings.out_dir, err)) from err
+
+
+def require_writable_output(settings: BatchSettings) -> None:
+    """OutputPathError, before the folder is locked or created, unless files can be made in the output folder
+    (or the folder above it that exists): '{out_dir}: cannot write the output folder (no permission to write in
+    ...)'. Writes nothing that stays."""
+    check_output_folder(settings.out_dir, "")
+
+
+def cannot_write_output(out_dir: Path, err: OSError) -> str:
+    """How `leanseg batch` and the app say an error writing the output folder: the message of an OutputPathError
+    (it names the file and why), else '{out_dir}: cannot write the output folder (Permission denied)'."""
+    if isinstance(err, OutputPathError):
+        return str(err)
+    return f"{out_dir}: cannot write the output folder ({err.strerror or err})"
 
 
 def _run_batch(settings: BatchSettings, segmenter: Segmenter, cancel: threading.Event | None,
@@ -153,7 +192,10 @@ def _run_batch(settings: BatchSettings, segmenter: Segmenter, cancel: threading.
                     continue
                 on_event(JobEvent("info", f"segmenting {task.key}", index=started, count=todo,
                                   path=str(task.source), data={"stage": "segmenting"}))
-                if has_transparency(read.image):  # said once, for the first such image
+                if read.image.note:  # each image's, as `segment` says it; its record keeps it too
+                    on_event(JobEvent("info", f"{task.key}: {read.image.note}", path=str(task.source),
+                                      data={"note": read.image.note}))
+                if read.transparent:  # said once, for the first such image (each record says it)
                     on_event(JobEvent("info", f"{task.key}: {ALPHA_IGNORED}", path=str(task.source),
                                       data={"alpha_ignored": True}))
                 try:
@@ -188,13 +230,14 @@ def open_batch(settings: BatchSettings, fingerprint: dict[str, Any], class_names
     plan = plan_batch(settings, manifest)
     for damage in plan.damaged:
         _warn(on_event, damage)
-    summary = BatchSummary(settings, total=plan.total, finished_before=len(plan.finished), left_out=plan.left_out)
+    summary = BatchSummary(settings, total=plan.total, finished_before=len(plan.finished), left_out=plan.left_out,
+                           image_folders=plan.image_folders, hidden_images=plan.hidden_images)
     todo = len(plan.tasks)
     on_event(JobEvent(
         "start", f"{plan.total} image(s) in {settings.in_dir}: {todo} to segment, {len(plan.finished)} finished "
         f"before; {where}", count=todo,
         data={"total": plan.total, "finished_before": [manifest.records[k].to_json() for k in plan.finished],
-              "left_out": plan.left_out},
+              "left_out": plan.left_out, "image_folders": plan.image_folders, "hidden_images": plan.hidden_images},
     ))
     return manifest, plan, summary
 

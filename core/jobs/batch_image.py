@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..events import EventSink, JobCancelled, ignore_event
-from ..io.images import ImageData, read_image, to_rgb8
+from ..io.images import ALPHA_IGNORED, ImageData, has_transparency, read_image, to_rgb8
 from ..io.outputs import atomic_write_bytes, content_digest, encode_png, overlay
 from ..predict import Segmentation, Segmenter
 from .batch_plan import ImageTask
@@ -30,12 +30,20 @@ class ReadInput:
     image: ImageData
     input_bytes: int
     input_mtime_ns: int
+    transparent: bool = False  # some alpha below opaque: the model sees only RGB (io.images.ALPHA_IGNORED)
+
+    @property
+    def note(self) -> str:
+        """What reading did to the image, as `segment` says it: the image's note (pages, EXIF rotation, pixel
+        range), then the alpha channel ignored; "" when nothing. The record keeps it."""
+        return "; ".join(note for note in (self.image.note, ALPHA_IGNORED if self.transparent else "") if note)
 
 
 def read_input(task: ImageTask) -> ReadInput:
     """Stat, then decode the input; raises ImageReadError naming the file and the problem."""
     stat = task.source.stat()
-    return ReadInput(read_image(task.source), stat.st_size, stat.st_mtime_ns)
+    image = read_image(task.source)
+    return ReadInput(image, stat.st_size, stat.st_mtime_ns, has_transparency(image))
 
 
 def check_outputs_free(task: ImageTask) -> None:
@@ -78,7 +86,8 @@ def ok_record(task: ImageTask, read: ReadInput, result: Segmentation, outputs: d
               num_classes: int) -> ImageRecord:
     counts = np.bincount(result.labels.ravel(), minlength=num_classes)[:num_classes]
     return ImageRecord(
-        source=task.key, status="ok", input_bytes=read.input_bytes, input_mtime_ns=read.input_mtime_ns,
+        source=task.key, status="ok", note=read.note, input_bytes=read.input_bytes,
+        input_mtime_ns=read.input_mtime_ns,
         width=read.image.width, height=read.image.height, seconds=result.seconds, peak_bytes=result.peak_bytes,
         device=result.device, peak_device=result.peak_device,
         class_fraction=[round(float(c) / max(result.labels.size, 1), 6) for c in counts],

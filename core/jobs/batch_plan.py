@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..io.images import IMAGE_SUFFIXES
 from ..io.output_names import OUTPUT_SUFFIXES, output_file_name, output_stems, stem_at_level
@@ -15,6 +15,9 @@ from .manifest import CLI_OVERWRITE, MANIFEST_NAME, Manifest
 # atomic_write_bytes names its temporary files ".NAME.XXXXXXXX.tmp"; a kill can leave one behind
 _TEMP_FILE = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{8}\.tmp$")
 _OWN_NAMES = (*OUTPUT_SUFFIXES.values(), "manifest.json", "summary.csv")
+CLI_RECURSE = "pass --recursive"  # how the CLI says to take sub-folders in; the app names its checkbox instead
+
+InputKind = Literal["image", "other", "hidden image"]  # what the walk found: read, named as left out, or counted
 
 
 @dataclass(frozen=True)
@@ -87,25 +90,37 @@ class BatchPlan:
     total: int  # images found
     damaged: list[str] = field(default_factory=list)  # one line per finished image redone: output damaged
     left_out: list[str] = field(default_factory=list)  # files in the input folder that are not images: not read
+    image_folders: list[str] = field(default_factory=list)  # sub-folders with images, not read (not recursive)
+    hidden_images: list[str] = field(default_factory=list)  # image files named ".NAME": not read
 
 
 @dataclass
 class InputFiles:
     images: list[Path]  # files with an image suffix, sorted by path relative to the input folder
     left_out: list[Path]  # other files (not hidden), same order: never read
+    image_folders: list[Path] = field(default_factory=list)  # sub-folders that hold images, not walked (not
+    # recursive; hidden ones, `exclude` and leanseg's outputs aside): never read
+    hidden_images: list[Path] = field(default_factory=list)  # hidden files with an image suffix: never read
+
+    def keys(self, in_dir: Path) -> dict[str, list[str]]:
+        """The files and folders left out, by path relative to `in_dir`: left_out, image_folders, hidden_images."""
+        return {name: [p.relative_to(in_dir).as_posix() for p in getattr(self, name)]
+                for name in ("left_out", "image_folders", "hidden_images")}
 
 
 def find_inputs(in_dir: Path, recursive: bool, suffixes: tuple[str, ...], exclude: Path | None = None) -> InputFiles:
-    """Image files in `in_dir`, and the other files left out (both sorted by relative path); hidden files and
-    folders, `exclude` and sub-folders that hold a batch manifest (leanseg's own earlier outputs) skipped."""
-    images: list[Path] = []
-    left_out: list[Path] = []
-    for path, is_image in _walk_inputs(in_dir, recursive, suffixes, exclude):
-        (images if is_image else left_out).append(path)
+    """Image files in `in_dir`, and what is left out (all sorted by relative path): other files, hidden image
+    files, and (not recursive) the sub-folders that hold images. Hidden folders, other hidden files, `exclude`
+    and sub-folders that hold a batch manifest (leanseg's own earlier outputs) are skipped unsaid."""
+    found: dict[InputKind, list[Path]] = {"image": [], "other": [], "hidden image": []}
+    for path, kind in _walk_inputs(in_dir, recursive, suffixes, exclude):
+        found[kind].append(path)
 
     def by_key(p: Path) -> str:
         return p.relative_to(in_dir).as_posix()
-    return InputFiles(sorted(images, key=by_key), sorted(left_out, key=by_key))
+    return InputFiles(images=sorted(found["image"], key=by_key), left_out=sorted(found["other"], key=by_key),
+                      image_folders=[] if recursive else _folders_with_images(in_dir, suffixes, exclude),
+                      hidden_images=sorted(found["hidden image"], key=by_key))
 
 
 def require_images(settings: BatchSettings) -> None:
@@ -113,13 +128,15 @@ def require_images(settings: BatchSettings) -> None:
     folder holds no image; cheap otherwise (the walk stops at the first image). Reads nothing, writes nothing."""
     exclude = _excluded_output(settings)
     walk = _walk_inputs(settings.in_dir, settings.recursive, settings.suffixes, exclude)
-    if any(is_image for _path, is_image in walk):
+    if any(kind == "image" for _path, kind in walk):
         return
     where = "or its sub-folders " if settings.recursive else ""
     message = f"no images in {settings.in_dir} {where}(looked for {', '.join(settings.suffixes)})"
-    found = find_inputs(settings.in_dir, settings.recursive, settings.suffixes, exclude)
-    if found.left_out:
-        message += "; " + left_out_note([p.relative_to(settings.in_dir).as_posix() for p in found.left_out], "found")
+    found = find_inputs(settings.in_dir, settings.recursive, settings.suffixes, exclude).keys(settings.in_dir)
+    if found["left_out"]:
+        message += "; " + left_out_note(found["left_out"], "found")
+    if found["hidden_images"]:
+        message += "; " + hidden_images_note(found["hidden_images"], "found")
     if not settings.recursive and any(p.is_dir() and not p.name.startswith(".") for p in settings.in_dir.iterdir()):
         message += "; pass --recursive to look in its sub-folders"
     raise ValueError(message)
@@ -127,25 +144,73 @@ def require_images(settings: BatchSettings) -> None:
 
 def left_out_note(keys: list[str], verb: str = "left out", named: int = 5) -> str:
     """'left out 2 files that are not images: c.webp, notes.txt' (the first `named` names, then a count)."""
-    names = ", ".join(keys[:named]) + (f" and {len(keys) - named} more" if len(keys) > named else "")
     if len(keys) == 1:
-        return f"{verb} 1 file that is not an image: {names}"
-    return f"{verb} {len(keys)} files that are not images: {names}"
+        return f"{verb} 1 file that is not an image: {_names(keys, named)}"
+    return f"{verb} {len(keys)} files that are not images: {_names(keys, named)}"
+
+
+def image_folders_note(keys: list[str], how_to_recurse: str = CLI_RECURSE, named: int = 5) -> str:
+    """'left out 2 sub-folders that hold images: day/, night/; pass --recursive to segment them too'."""
+    folders = [f"{key}/" for key in keys]
+    if len(keys) == 1:
+        return f"left out 1 sub-folder that holds images: {_names(folders, named)}; {how_to_recurse} to segment it too"
+    return (f"left out {len(keys)} sub-folders that hold images: {_names(folders, named)}; {how_to_recurse} to "
+            "segment them too")
+
+
+def hidden_images_note(keys: list[str], verb: str = "left out", named: int = 5) -> str:
+    """'left out 1 hidden image (its name begins with a dot): .scan.png' (the first `named` names, then a count)."""
+    if len(keys) == 1:
+        return f"{verb} 1 hidden image (its name begins with a dot): {_names(keys, named)}"
+    return f"{verb} {len(keys)} hidden images (their names begin with a dot): {_names(keys, named)}"
+
+
+def not_read_notes(left_out: list[str], image_folders: list[str], hidden_images: list[str],
+                   how_to_recurse: str = CLI_RECURSE) -> list[str]:
+    """One line for each kind of thing a batch left out (files that are not images, sub-folders with images,
+    hidden images), as `leanseg batch` ends with them; `how_to_recurse` ends the sub-folders' line."""
+    notes = [left_out_note(left_out)] if left_out else []
+    if image_folders:
+        notes.append(image_folders_note(image_folders, how_to_recurse))
+    if hidden_images:
+        notes.append(hidden_images_note(hidden_images))
+    return notes
+
+
+def _names(keys: list[str], named: int) -> str:
+    """The first `named` of `keys`, then how many more."""
+    return ", ".join(keys[:named]) + (f" and {len(keys) - named} more" if len(keys) > named else "")
 
 
 def _walk_inputs(in_dir: Path, recursive: bool, suffixes: tuple[str, ...],
-                 exclude: Path | None) -> Iterator[tuple[Path, bool]]:
-    """(file, is an image by its suffix) for every file `find_inputs` considers, in no particular order."""
+                 exclude: Path | None) -> Iterator[tuple[Path, InputKind]]:
+    """(file, what it is) for every file `find_inputs` considers, in no particular order: images and other files
+    by their suffix, hidden files only when they have an image suffix."""
     wanted = {s.lower() for s in suffixes}
     excluded = exclude.resolve() if exclude is not None else None
     for folder, dirs, files in os.walk(in_dir):
         base = Path(folder)
-        dirs[:] = sorted(d for d in dirs if recursive and not d.startswith(".")
-                         and (excluded is None or (base / d).resolve() != excluded)
-                         and not (base / d / MANIFEST_NAME).is_file())
+        dirs[:] = sorted(d for d in dirs if recursive and _walked(base / d, excluded))
         for name in sorted(files):
-            if not name.startswith(".") and (base / name).is_file():
-                yield base / name, Path(name).suffix.lower() in wanted
+            is_image = Path(name).suffix.lower() in wanted
+            if (is_image or not name.startswith(".")) and (base / name).is_file():
+                yield base / name, ("hidden image" if name.startswith(".") else "image" if is_image else "other")
+
+
+def _walked(folder: Path, excluded: Path | None) -> bool:
+    """Whether a recursive walk goes into `folder`: not hidden, not the output folder, not leanseg's outputs."""
+    return (not folder.name.startswith(".") and (excluded is None or folder.resolve() != excluded)
+            and not (folder / MANIFEST_NAME).is_file())
+
+
+def _folders_with_images(in_dir: Path, suffixes: tuple[str, ...], exclude: Path | None) -> list[Path]:
+    """The sub-folders of `in_dir` that a recursive walk would go into and find an image in (sorted by name);
+    the search of each stops at its first image."""
+    excluded = exclude.resolve() if exclude is not None else None
+    _folder, dirs, _files = next(os.walk(in_dir), ("", [], []))
+    folders = [in_dir / d for d in sorted(dirs) if not (in_dir / d).is_symlink() and _walked(in_dir / d, excluded)]
+    return [folder for folder in folders
+            if any(kind == "image" for _path, kind in _walk_inputs(folder, True, suffixes, exclude))]
 
 
 def plan_batch(settings: BatchSettings, manifest: Manifest) -> BatchPlan:
@@ -182,8 +247,7 @@ def plan_batch(settings: BatchSettings, manifest: Manifest) -> BatchPlan:
         forbidden = frozenset(rel for rel in outputs.values() if (settings.out_dir / rel).resolve() in inputs)
         tasks.append(ImageTask(path, key, settings.out_dir, outputs, replaceable, forbidden, settings.overlay_alpha,
                                settings.how_to_overwrite))
-    left_out = [path.relative_to(settings.in_dir).as_posix() for path in found.left_out]
-    return BatchPlan(tasks, finished, len(paths), damaged, left_out)
+    return BatchPlan(tasks, finished, len(paths), damaged, **found.keys(settings.in_dir))
 
 
 def _excluded_output(settings: BatchSettings) -> Path | None:

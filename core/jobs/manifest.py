@@ -195,18 +195,18 @@ def _parse_snapshot(data: Any) -> tuple[dict[str, ImageRecord], dict[str, list[s
 
 
 def summary_csv(records: dict[str, ImageRecord], class_names: tuple[str, ...]) -> str:
-    """One row per input, sorted by path: size, time, peak memory, class shares, status, error.
+    """One row per input, sorted by path: size, time, peak memory, class shares, status, error, note.
 
     A plain CSV (one header row, units in the column names) that csv.DictReader, pandas and spreadsheets open."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(["file", "width_px", "height_px", "time_s", "peak_bytes",
-                     *(f"fraction {name}" for name in class_names), "status", "error"])
+                     *(f"fraction {name}" for name in class_names), "status", "error", "note"])
     for key in sorted(records):
         record = records[key]
         fractions = [f"{x:.6f}" for x in record.class_fraction] or [""] * len(class_names)
         writer.writerow([record.source, record.width, record.height, f"{record.seconds:.4f}", record.peak_bytes,
-                         *fractions, record.status, record.error])
+                         *fractions, record.status, record.error, record.note])
     return buffer.getvalue()
 
 

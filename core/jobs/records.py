@@ -39,6 +39,7 @@ class ImageRecord:
     source: str  # input path relative to the input folder, '/'-separated (the manifest key)
     status: str  # "ok" | "error"
     error: str = ""  # why it failed, naming the file
+    note: str = ""  # what reading did to the image, as `segment` says it ("first of 3 pages"); "; "-separated
     input_bytes: int = 0  # the input's size and mtime when read: a changed input is redone
     input_mtime_ns: int = 0
     width: int = 0
@@ -62,7 +63,7 @@ class ImageRecord:
         if status not in STATUSES:
             raise ValueError(f"{source}: status {status!r}, expected one of {', '.join(STATUSES)}")
         values: dict[str, Any] = {"source": source, "status": status}
-        for name in ("error", "device", "peak_device"):
+        for name in ("error", "note", "device", "peak_device"):
             values[name] = _text(data.get(name, ""), f"{source}: {name}")
         for name in ("input_bytes", "input_mtime_ns", "width", "height", "peak_bytes"):
             values[name] = _count(data.get(name, 0), f"{source}: {name}")

@@ -2,7 +2,7 @@
 
 The batch itself is `leanseg.core.jobs.batch.run_batch` (the CLI's job) on its own thread; this
 dialog only turns its events into widgets. Activating a result row emits `open_result(image, labels)`
-for the main window to show the image with its overlay.
+for the main window to show the image with its overlay; activating a failed row says why it failed.
 """
 from __future__ import annotations
 
@@ -32,13 +32,16 @@ from PySide6.QtWidgets import (
 from leanseg.core.assets import default_model_path
 from leanseg.core.events import JobEvent
 from leanseg.core.jobs.batch import BatchSummary
-from leanseg.core.jobs.batch_plan import BatchSettings, left_out_note
+from leanseg.core.jobs.batch_plan import BatchSettings
 from leanseg.core.jobs.manifest import MANIFEST_NAME, ImageRecord, recorded_outputs
 from leanseg.core.predict import InferenceOptions
 
 from ..messages import for_the_app
 from .results_table import ResultsTable
 from .runner import BatchRequest, BatchThread
+
+APP_RECURSE = "tick Include sub-folders"  # the CLI's --recursive is that checkbox
+_ERROR_STYLE = "<span style='color:#e06c5a'>"  # how the status line begins while it shows an error
 
 
 def default_output_folder(in_dir: Path) -> Path:
@@ -88,7 +91,7 @@ class BatchDialog(QDialog):
         in_browse.clicked.connect(lambda: self._choose_folder(self.in_edit, "Input folder"))
         out_browse.clicked.connect(lambda: self._choose_folder(self.out_edit, "Output folder"))
         self.in_edit.textChanged.connect(self._on_input_changed)
-        self.out_edit.textChanged.connect(self._refresh)
+        self.out_edit.textChanged.connect(self._on_fields_changed)
         folders = QGridLayout()
         for row, (label, edit, browse) in enumerate((("Input folder", self.in_edit, in_browse),
                                                      ("Output folder", self.out_edit, out_browse))):
@@ -102,7 +105,7 @@ class BatchDialog(QDialog):
         self.overwrite = QCheckBox("Redo everything (replace outputs)")
         options = QHBoxLayout()
         for box in (self.recursive, self.overlay, self.probs, self.overwrite):
-            box.toggled.connect(self._refresh)
+            box.toggled.connect(self._on_fields_changed)
             options.addWidget(box)
         options.addStretch(1)
         self.model_label = QLabel()
@@ -203,10 +206,21 @@ class BatchDialog(QDialog):
             self.status.setText("Cancelling…")
 
     def open_row(self, row: int, column: int = 0) -> None:
-        """Show row `row`'s image with its labels in the main viewer (via `open_result`)."""
+        """Show row `row`'s image with its labels in the main viewer (via `open_result`); for a failed image, or
+        one whose labels file is gone, say why in the status line instead ('NAME: why')."""
+        failure = self.table.failure(row)
+        if failure is not None:
+            name, reason = failure
+            self._show_error(f"{name}: {for_the_app(reason)}")
+            return
         paths = self.table.result_paths(row)
-        if paths is not None and paths[1].is_file():
-            self.open_result.emit(*paths)
+        if paths is None:
+            return
+        if not paths[1].is_file():
+            self._show_error(f"{self.table.file_name(row)}: its labels file {paths[1].name} is no longer in "
+                             "the output folder; run the batch again to redo it")
+            return
+        self.open_result.emit(*paths)
 
     def open_output_folder(self) -> None:
         folder = Path(self.out_edit.text().strip())
@@ -244,8 +258,7 @@ class BatchDialog(QDialog):
         else:
             text = (f"Done: {len(summary.ok)} segmented in {summary.seconds:.1f} s, "
                     f"{summary.finished_before} finished before{failed}.")
-        if summary.left_out:
-            note = left_out_note(summary.left_out)
+        for note in summary.not_read_notes(APP_RECURSE):
             text += f" {note[0].upper()}{note[1:]}."
         self.status.setText(text)
         self._refresh()
@@ -260,10 +273,15 @@ class BatchDialog(QDialog):
         self._refresh()
 
     def _show_failure(self, message: str) -> None:
+        """Say in red why the batch could not run, and emit `batch_failed`."""
         message = quote_paths(for_the_app(message), (self.in_edit.text().strip(), self.out_edit.text().strip()))
         message = message[:1].upper() + message[1:]
-        self.status.setText(f"<span style='color:#e06c5a'>{html.escape(message)}</span>")
+        self._show_error(message)
         self.batch_failed.emit(message)
+
+    def _show_error(self, message: str) -> None:
+        """`message` in red in the status line, until the batch starts or a field changes."""
+        self.status.setText(f"{_ERROR_STYLE}{html.escape(message)}</span>")
 
     def _progress_text(self, name: str) -> str:
         elapsed = time.monotonic() - self._started_at
@@ -281,7 +299,14 @@ class BatchDialog(QDialog):
             self.status.setText("Press Start to segment this folder.")
         if text.strip() and not self.out_edit.isModified():  # the output folder follows unless the user typed one
             self.out_edit.setText(str(default_output_folder(Path(text.strip()))))
+        self._on_fields_changed()
+
+    def _on_fields_changed(self) -> None:
+        """A folder or option changed: update the buttons; an error shown is about what was there before."""
         self._refresh()
+        if not self.running and self.status.text().startswith(_ERROR_STYLE):
+            self.status.setText(f"Ready: press {self.start_button.text()}." if self.in_edit.text().strip()
+                                else "Choose a folder and press Start.")
 
     def _clear_results(self) -> None:
         self.table.clear_results()

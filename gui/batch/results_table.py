@@ -1,4 +1,5 @@
-"""The batch dialog's results table: one row per image (file, size, seconds, status, message).
+"""The batch dialog's results table: one row per image (file, size, seconds, status, message: why a failed
+image failed, or what reading did to a segmented one, e.g. "first of 3 pages").
 
 Names and figures are sized to their contents, so no file name is cut off; Message, last, takes the rest.
 A failed image's row is red, and stays red (a brighter red) when it is selected.
@@ -23,6 +24,7 @@ from leanseg.core.jobs.manifest import ImageRecord
 
 COLUMNS = ("File", "Size", "Seconds", "Status", "Message")
 STATUS_COLUMN = COLUMNS.index("Status")
+MESSAGE_COLUMN = COLUMNS.index("Message")
 FAILED_BACKGROUND = QColor(110, 40, 36)  # a failed image's row
 FAILED_SELECTED = QColor(168, 52, 44)  # the same row while selected: red still, brighter than the rest
 FAILED_TEXT = QColor(255, 214, 208)
@@ -70,7 +72,8 @@ class ResultsTable(QTableWidget):
         seconds = f"{record.seconds:.2f}" if record.status == "ok" else ""
         failed = status == "failed"
         reason = record.error.removeprefix(f"{in_dir / record.source}: ")  # the File column names the image
-        items = [QTableWidgetItem(text) for text in (record.source, size, seconds, status, reason)]
+        message = reason if record.status != "ok" else record.note
+        items = [QTableWidgetItem(text) for text in (record.source, size, seconds, status, message)]
         for column, item in enumerate(items):
             if failed:  # marked so it stands out in a long list; the whole reason in the tooltip
                 item.setBackground(FAILED_BACKGROUND)
@@ -78,6 +81,8 @@ class ResultsTable(QTableWidget):
                 item.setToolTip(record.error)
                 item.setData(FAILED_ROLE, True)
             self.setItem(row, column, item)
+        if not failed and message:
+            items[MESSAGE_COLUMN].setToolTip(message)  # a long note, whole
         if record.status == "ok" and "labels" in record.outputs:
             paths = (str(in_dir / record.source), str(out_dir / record.outputs["labels"].path))
             items[0].setData(Qt.ItemDataRole.UserRole, paths)
@@ -86,8 +91,15 @@ class ResultsTable(QTableWidget):
         """The rows of images that failed, top to bottom."""
         return [row for row in range(self.rowCount()) if self._status_text(row) == "failed"]
 
+    def file_name(self, row: int) -> str:
+        """Row `row`'s image as the File column names it (its path relative to the input folder)."""
+        return self._text(row, 0)
+
     def _status_text(self, row: int) -> str:
-        item = self.item(row, STATUS_COLUMN)
+        return self._text(row, STATUS_COLUMN)
+
+    def _text(self, row: int, column: int) -> str:
+        item = self.item(row, column)
         return item.text() if item is not None else ""
 
     def show_next_failed(self) -> int | None:
@@ -99,6 +111,12 @@ class ResultsTable(QTableWidget):
         self.selectRow(row)
         self.scrollTo(self.model().index(row, 0), QAbstractItemView.ScrollHint.PositionAtCenter)
         return row
+
+    def failure(self, row: int) -> tuple[str, str] | None:
+        """(file, why) of row `row` as its File and Message columns say them, if its image failed; else None."""
+        if self._status_text(row) != "failed":
+            return None
+        return self.file_name(row), self._text(row, MESSAGE_COLUMN)
 
     def result_paths(self, row: int) -> tuple[Path, Path] | None:
         """(image, labels) of row `row`, or None where it has no labels (failed, or no such row)."""

@@ -1,6 +1,7 @@
 """The batch job in-process: bad inputs, outputs, resume, damaged outputs, foreign files, cancel."""
 from __future__ import annotations
 
+import csv
 import json
 import re
 import threading
@@ -14,12 +15,16 @@ import torch
 
 from leanseg.core.events import JobEvent
 from leanseg.core.io.images import read_image
+from leanseg.core.io.outputs import OutputPathError
 from leanseg.core.jobs.batch import model_fingerprint, run_batch
 from leanseg.core.jobs.batch_image import process_image
 from leanseg.core.jobs.batch_plan import BatchSettings, left_out_note, plan_batch
 from leanseg.core.jobs.manifest import Manifest, ManifestError
 from leanseg.core.model.checkpoint import load_checkpoint
 from leanseg.core.predict import InferenceOptions, Segmenter
+
+from .test_images import exif_jpeg
+from .unwritable import make_unwritable
 
 
 @pytest.fixture(autouse=True)
@@ -315,3 +320,82 @@ def test_resume_with_other_output_options_is_refused(tmp_path: Path, tiny_checkp
     (out / "manifest.json").write_text(json.dumps(manifest))
     older = run_batch(BatchSettings(inputs, out, write_overlay=True), segmenter)
     assert older.all_ok and older.finished_before == 2
+
+
+def test_each_images_note_is_said_and_kept_in_its_record(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    """What reading did to an image (a z-stack's first page, an EXIF rotation, an alpha ignored), as `segment`
+    says it: an info event per image, and the image's record (manifest.json) and its row in the app."""
+    inputs = tmp_path / "in"
+    _write_images(inputs, 1)
+    stack = np.stack([np.full((40, 56), v, np.uint8) for v in (10, 20, 30)])
+    tifffile.imwrite(inputs / "stack.tif", stack, photometric="minisblack")
+    (inputs / "turned.jpg").write_bytes(exif_jpeg(np.zeros((40, 56, 3), np.uint8), 6))
+    cv2.imwrite(str(inputs / "alpha.png"), np.zeros((40, 56, 4), np.uint8))  # transparent everywhere
+    events: list[JobEvent] = []
+    summary = run_batch(BatchSettings(inputs, tmp_path / "out"), _segmenter(tiny_checkpoint), on_event=events.append)
+
+    assert summary.all_ok
+    notes = {r.source: r.note for r in summary.records}
+    assert notes == {"img00.png": "", "stack.tif": "first of 3 pages",
+                     "turned.jpg": "rotated 90° clockwise as its EXIF orientation (6) says",
+                     "alpha.png": "alpha channel ignored: transparent pixels are segmented with their stored colour"}
+    said = [e.message for e in events if e.kind == "info" and e.data.get("note")]
+    assert sorted(said) == ["stack.tif: first of 3 pages",
+                            "turned.jpg: rotated 90° clockwise as its EXIF orientation (6) says"]
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert {key: record["note"] for key, record in manifest["images"].items()} == notes
+    with (tmp_path / "out" / "summary.csv").open(newline="", encoding="utf-8") as rows:
+        assert {row["file"]: row["note"] for row in csv.DictReader(rows)} == notes
+    image_events = {Path(e.path or "").name: e.data["note"] for e in events if e.kind == "image"}
+    assert image_events == notes  # the app's table reads the record from these
+
+
+def test_sub_folders_with_images_and_hidden_images_left_out_are_named(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    _write_images(inputs, 1)
+    _write_images(inputs / "day" / "deep", 1)  # images only further down: still a folder with images
+    _write_images(inputs / ".cache", 1)  # a hidden folder: never walked, never named
+    (inputs / "empty").mkdir()
+    (inputs / "texts").mkdir()
+    (inputs / "texts" / "notes.txt").write_text("no image")
+    cv2.imwrite(str(inputs / ".hidden.png"), np.zeros((40, 56, 3), np.uint8))
+    (inputs / ".DS_Store").write_text("hidden and not an image: never named")
+    segmenter = _segmenter(tiny_checkpoint)
+    run_batch(BatchSettings(inputs / "day", tmp_path / "earlier", recursive=True), segmenter)
+    (tmp_path / "earlier").rename(inputs / "earlier")  # an earlier run's outputs inside: not an input folder
+
+    events: list[JobEvent] = []
+    summary = run_batch(BatchSettings(inputs, tmp_path / "out"), segmenter, on_event=events.append)
+    assert summary.all_ok and summary.total == 1
+    assert summary.image_folders == ["day"] and summary.hidden_images == [".hidden.png"]
+    assert events[0].data["image_folders"] == ["day"] and events[0].data["hidden_images"] == [".hidden.png"]
+    assert summary.not_read_notes() == [
+        "left out 1 sub-folder that holds images: day/; pass --recursive to segment it too",
+        "left out 1 hidden image (its name begins with a dot): .hidden.png"]
+
+    cv2.imwrite(str(inputs / "day" / ".x.png"), np.zeros((40, 56, 3), np.uint8))
+    recursive = run_batch(BatchSettings(inputs, tmp_path / "out2", recursive=True), segmenter)
+    assert recursive.total == 2 and recursive.image_folders == []
+    assert recursive.hidden_images == [".hidden.png", "day/.x.png"]
+    assert recursive.not_read_notes() == [
+        "left out 1 file that is not an image: texts/notes.txt",
+        "left out 2 hidden images (their names begin with a dot): .hidden.png, day/.x.png"]
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_as_the_cli_says(tmp_path: Path,
+                                                                            tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    _write_images(inputs, 1)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    undo = make_unwritable(locked)
+    try:
+        with pytest.raises(OutputPathError) as refused:
+            run_batch(BatchSettings(inputs, locked), _segmenter(tiny_checkpoint))
+        with pytest.raises(OutputPathError) as refused_below:
+            run_batch(BatchSettings(inputs, locked / "out"), _segmenter(tiny_checkpoint))
+    finally:
+        undo()
+    assert str(refused.value).startswith(f"{locked}: cannot write the output folder (")
+    assert str(refused_below.value).startswith(f"{locked / 'out'}: cannot write the output folder (")
+    assert "Errno" not in str(refused.value) and not list(locked.iterdir())

@@ -7,6 +7,17 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import pytest
+import tifffile
+
+from leanseg.core.io.outputs import OutputPathError
+from leanseg.core.jobs.batch import run_batch
+from leanseg.core.jobs.batch_plan import BatchSettings
+from leanseg.core.model.checkpoint import load_checkpoint
+from leanseg.core.predict import InferenceOptions, Segmenter
+
+from .test_images import exif_jpeg
+from .unwritable import make_unwritable
 
 
 def _leanseg(*args: str) -> subprocess.CompletedProcess[str]:
@@ -101,3 +112,56 @@ def test_resume_with_other_output_options_is_refused_and_says_which(tmp_path: Pa
     again = _leanseg(str(inputs), "--out", str(out), "--alpha", "0.9", *common)
     assert again.returncode == 0 and "all 2 already done (resumed); nothing to run" in again.stdout, again.stderr
     assert "img/s" not in again.stdout and "peak" not in again.stdout
+
+
+def test_notes_are_said_once_a_kind_then_counted(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    """A folder of rotated photos gets one line of its note during the run and one count at the end, not a line
+    an image; a note of its own kind (a z-stack's first page) is said as `segment` says it."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for i in range(3):
+        (inputs / f"photo{i}.jpg").write_bytes(exif_jpeg(np.full((32, 48, 3), 40 * i, np.uint8), 6))
+    tifffile.imwrite(inputs / "stack.tif", np.zeros((3, 32, 48), np.uint8), photometric="minisblack")
+    result = _leanseg(str(inputs), "--out", str(tmp_path / "out"), "--model", str(tiny_checkpoint), "--device", "cpu",
+                      "--engine", "eager", "--threads", "1")
+    assert result.returncode == 0, result.stderr
+    rotated = "rotated 90° clockwise as its EXIF orientation (6) says"
+    assert result.stderr.count(rotated) == 1 and "photo0.jpg: " + rotated in result.stderr
+    assert "stack.tif: first of 3 pages" in result.stderr
+    assert f"3 images noted like photo0.jpg: {rotated}\n" in result.stdout
+    assert "stack.tif" not in result.stdout  # said in full already: once is enough
+
+
+def test_sub_folders_with_images_and_hidden_images_are_named(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    (inputs / "sub").mkdir(parents=True)
+    for name in ("p0.png", ".hidden.png", "sub/inner.png"):
+        cv2.imwrite(str(inputs / name), np.zeros((32, 48, 3), np.uint8))
+    (inputs / "notes.txt").write_text("not an image")
+    result = _leanseg(str(inputs), "--out", str(tmp_path / "out"), "--model", str(tiny_checkpoint), "--device", "cpu",
+                      "--engine", "eager", "--threads", "1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith(
+        "left out 1 file that is not an image: notes.txt\n"
+        "left out 1 sub-folder that holds images: sub/; pass --recursive to segment it too\n"
+        "left out 1 hidden image (its name begins with a dot): .hidden.png\n"
+        f"outputs in {tmp_path / 'out'} (summary.csv, manifest.json)\n"), result.stdout
+
+
+def test_an_unwritable_output_folder_is_refused_before_the_model_loads(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    """The same words as the job's (and so the app's): one wording, `cannot_write_output`."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    cv2.imwrite(str(inputs / "p0.png"), np.zeros((32, 48, 3), np.uint8))
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    undo = make_unwritable(locked)
+    try:
+        result = _leanseg(str(inputs), "--out", str(locked), "--model", str(tmp_path / "no-such-model.safetensors"))
+        segmenter = Segmenter(load_checkpoint(tiny_checkpoint), InferenceOptions(device="cpu", engine="eager"))
+        with pytest.raises(OutputPathError) as refused:
+            run_batch(BatchSettings(inputs, locked), segmenter)
+    finally:
+        undo()
+    assert result.returncode == 2 and result.stderr == f"leanseg: error: {refused.value}\n"
+    assert str(refused.value).startswith(f"{locked}: cannot write the output folder (") and not list(locked.iterdir())

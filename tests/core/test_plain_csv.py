@@ -23,7 +23,7 @@ from .video_samples import write_video
 MEMORY_COLUMNS = ["time_s", "allocated_bytes", "reserved_bytes", "peak_allocated_bytes", "rss_bytes",
                   "engine_live_bytes", "mark"]
 SUMMARY_COLUMNS = ["file", "width_px", "height_px", "time_s", "peak_bytes", *(f"fraction class {k}" for k in range(4)),
-                   "status", "error"]
+                   "status", "error", "note"]
 VIDEO_COLUMNS = ["frame_index", "time_s", *(f"fraction class {k}" for k in range(4))]
 
 

@@ -8,14 +8,18 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+import tifffile
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QColor, QDesktopServices
 from PySide6.QtWidgets import QHeaderView
 
+from leanseg.core.io.outputs import OutputPathError
+from leanseg.core.jobs.batch import require_writable_output
 from leanseg.core.predict import InferenceOptions
 from leanseg.gui.batch.dialog import BatchDialog, default_output_folder
 from leanseg.gui.batch.results_table import COLUMNS
 
+from ..core.unwritable import make_unwritable
 from .conftest import JOB_TIMEOUT_MS, write_image
 
 OPTIONS = InferenceOptions(device="cpu", engine="eager")
@@ -320,3 +324,59 @@ def test_closing_the_main_window_mid_batch_stops_the_batch_and_its_thread(qtbot,
     assert not batch_thread.runner_thread.isRunning() and not dialog.running and not dialog.isVisible()
     done = sorted(p.name for p in default_output_folder(image_folder).glob("*_labels.png"))
     assert len(done) < 4  # cancelled: the images after the held one were not segmented
+
+
+def test_a_segmented_rows_message_is_its_note_and_the_status_names_what_was_left_out(
+        qtbot, gui_tiny_checkpoint, image_folder) -> None:
+    tifffile.imwrite(image_folder / "stack.tif", np.zeros((3, 48, 64), np.uint8), photometric="minisblack")
+    (image_folder / "day").mkdir()
+    write_image(image_folder / "day" / "d0.png", 48, 64, seed=7)
+    write_image(image_folder / ".hidden.png", 48, 64, seed=8)
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as blocker:
+        dialog.start()
+    assert blocker.args[0].all_ok
+    rows = _table(dialog)
+    assert rows["stack.tif"] == ("ok", "first of 3 pages") and rows["p0.png"] == ("ok", "")
+    status = dialog.status.text()
+    assert "Left out 1 sub-folder that holds images: day/; tick Include sub-folders to segment it too." in status
+    assert "Left out 1 hidden image (its name begins with a dot): .hidden.png." in status
+
+
+def test_an_unwritable_output_folder_is_said_as_the_cli_says_and_cleared_by_another(
+        qtbot, gui_tiny_checkpoint, image_folder, tmp_path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    dialog.out_edit.setText(str(locked))
+    undo = make_unwritable(locked)
+    try:
+        with pytest.raises(OutputPathError) as refused:  # what `leanseg batch` says (tests/core/test_batch_cli.py)
+            require_writable_output(dialog.settings())
+        with qtbot.waitSignal(dialog.batch_failed, timeout=JOB_TIMEOUT_MS) as blocker:
+            dialog.start()
+    finally:
+        undo()
+    said = str(refused.value).replace(str(locked), f'"{locked}"')  # the app quotes the folders it names
+    assert blocker.args[0] == said[:1].upper() + said[1:]
+    assert "Errno" not in dialog.status.text() and "cannot write the output folder" in dialog.status.text()
+    qtbot.keyClicks(dialog.out_edit, "2")  # the user types another folder: the error is about the last one
+    assert "cannot write" not in dialog.status.text() and dialog.status.text() == "Ready: press Start."
+
+
+def test_activating_a_failed_row_says_why_it_failed(qtbot, gui_tiny_checkpoint, image_folder) -> None:
+    (image_folder / "empty.png").write_bytes(b"")
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS):
+        dialog.start()
+    opened: list[object] = []
+    dialog.open_result.connect(lambda *paths: opened.append(paths))
+    row = next(r for r in range(dialog.table.rowCount()) if dialog.table.item(r, 0).text() == "empty.png")
+    rect = dialog.table.visualItemRect(dialog.table.item(row, 1))
+    qtbot.mouseClick(dialog.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.mouseDClick(dialog.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert "empty.png: file is empty (0 bytes)" in dialog.status.text() and not opened
+    (default_output_folder(image_folder) / "p1_labels.png").unlink()  # a segmented row whose labels are gone
+    dialog.open_row(next(r for r in range(dialog.table.rowCount()) if dialog.table.item(r, 0).text() == "p1.png"))
+    assert "p1.png: its labels file p1_labels.png is no longer in the output folder" in dialog.status.text()
+    assert not opened
