@@ -6,7 +6,7 @@
 The real main window (offscreen, settings in a temporary INI file) opens the model, shows a --size square
 image, then segments it --rounds times while a 10 ms timer runs on the GUI thread. Each round reports the
 ticks it saw, the median and the largest gap between ticks, and the job's own time: a gap near 10 ms is a
-thread that never waited, a gap as long as the job is a thread the job blocked. The bar: the
+thread that never waited, a gap as long as the job is a thread the job blocked. The target: the
 largest gap <= 100 ms. The load average is printed: on a busy machine the gaps stretch.
 """
 from __future__ import annotations
@@ -28,12 +28,12 @@ from PySide6.QtCore import QEventLoop, QTimer, SignalInstance  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from leanseg.core.assets import default_model_path  # noqa: E402
-from leanseg.core.benchmarks.report import format_table, write_json  # noqa: E402
+from leanseg.core.benchmarks.report import format_table, verdict, write_json  # noqa: E402
 from leanseg.gui.main_window.settings import AppSettings  # noqa: E402
 from leanseg.gui.main_window.window import MainWindow  # noqa: E402
 
 TICK_MS = 10
-BAR_MS = 100
+TARGET_MS = 100
 WAIT_MS = 600_000
 
 
@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, default=Path("out/bench_gui_responsiveness.json"))
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.size < 32:
+        parser.error(f"--rounds must be >= 1 and --size >= 32 (got {args.rounds}, {args.size})")
     model = args.model or default_model_path()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     with tempfile.TemporaryDirectory() as scratch:
@@ -96,11 +98,14 @@ def main(argv: list[str] | None = None) -> int:
         rows = [{"round": i + 1, **one_round(window)} for i in range(args.rounds)]
         window.close()
     app.processEvents()
-    worst = max(row["max gap ms"] for row in rows)
+    gaps = [row["max gap ms"] for row in rows if row["max gap ms"] is not None]
+    if not gaps:
+        raise SystemExit("every job ended before the timer ticked twice: use a larger --size")
+    worst = max(gaps)
     print(f"{model.name}, {args.size}x{args.size}, {TICK_MS} ms timer on the GUI thread; "
           f"load average {os.getloadavg()[0]:.2f}")
     print(format_table(rows, ["round", "ticks", "job s", "median gap ms", "max gap ms"]))
-    print(f"largest gap {worst:.1f} ms (bar <= {BAR_MS} ms)")
+    print(f"largest gap {worst:.1f} ms (target <= {TARGET_MS} ms: {verdict(worst <= TARGET_MS)})")
     path = write_json(args.json, {"model": str(model), "size": args.size, "tick_ms": TICK_MS,
                                   "load_average": os.getloadavg()[0], "rounds": rows, "max_gap_ms": worst})
     print(f"wrote {path}")

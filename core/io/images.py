@@ -9,7 +9,7 @@ import numpy as np
 import tifffile
 
 from .image_headers import EXIF_ROTATIONS, PNG_SIGNATURE, HeaderError, apply_orientation, read_header
-from .pixel_range import sensor_white, to_uint16, white_note
+from .pixel_range import choose_white, to_uint16
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 DEFAULT_MAX_PIXELS = 1_000_000_000  # refuse larger images before decoding
@@ -106,16 +106,16 @@ def read_image(path: str | Path, max_pixels: int | None = None) -> ImageData:
     if pixels.size == 0:
         raise ImageReadError(path, "image has no pixels")
     notes = [image.note] if image.note else []
+    conversion: list[str] = []  # how values of another type were scaled (none: kept as they are)
     if pixels.dtype not in (np.uint8, np.uint16):
         if not (np.issubdtype(pixels.dtype, np.number) or pixels.dtype == bool):
             raise ImageReadError(path, f"unsupported pixel type {pixels.dtype}")
         image.source_type = str(pixels.dtype)
-        pixels, said = to_uint16(pixels)
-        notes += said
-    if pixels.dtype == np.uint16 and not np.issubdtype(np.dtype(image.source_type or "uint16"), np.floating):
-        largest = int(pixels.max())
-        image.white = sensor_white(largest)
-        notes += [white_note(image.white, largest)] if image.white < 65535 else []
+        pixels, conversion = to_uint16(pixels)
+        notes += conversion
+    if pixels.dtype == np.uint16 and not conversion:  # stored values, not scaled ones
+        image.white, said = choose_white(largest_colour(pixels), image.white)  # image.white: the file's, or 0
+        notes += [said] if said else []
     image.note = "; ".join(notes)
     if pixels.ndim == 3 and pixels.shape[2] == 1:
         pixels = pixels[:, :, 0]
@@ -150,6 +150,7 @@ def _read_tiff(path: Path, limit: int) -> ImageData:
                 raise ImageReadError(path, f"unsupported TIFF: {page.samplesperpixel} samples per pixel "
                                            "(expected 1 gray, 3 RGB or 4 RGBA)")
             compression = str(getattr(page.compression, "name", page.compression))  # an enum at run time
+            declared = declared_white(page)
             try:
                 pixels = page.asarray()
             except (ValueError, ImportError) as err:  # a codec tifffile has only through imagecodecs
@@ -163,7 +164,22 @@ def _read_tiff(path: Path, limit: int) -> ImageData:
     if pixels.ndim == 3 and pixels.shape[0] in (3, 4) and pixels.shape[2] not in (3, 4):
         pixels = np.moveaxis(pixels, 0, -1)  # planar CHW -> HWC
     note = f"first of {pages} pages" if pages > 1 else ""
-    return ImageData(np.ascontiguousarray(pixels), path, note)
+    return ImageData(np.ascontiguousarray(pixels), path, note, white=declared)
+
+
+def largest_colour(pixels: np.ndarray) -> int:
+    """The largest value of the colour channels (an alpha channel aside)."""
+    return int((pixels[..., :3] if pixels.ndim == 3 and pixels.shape[2] == 4 else pixels).max())
+
+
+def declared_white(page: tifffile.TiffPage) -> int:
+    """A 16-bit TIFF's MaxSampleValue tag when it names a white below 65535 (a 12-bit camera's 4095), else 0."""
+    tag = page.tags.get("MaxSampleValue")
+    if tag is None or page.dtype != np.uint16:
+        return 0
+    values = tag.value if isinstance(tag.value, tuple) else (tag.value,)
+    white = max((int(v) for v in values), default=0)
+    return white if 0 < white < 65535 else 0
 
 
 def _decode_tiff_with_opencv(path: Path, compression: str) -> np.ndarray:
@@ -244,6 +260,16 @@ def to_rgb8(image: ImageData) -> np.ndarray:
     if pixels.ndim == 2:
         pixels = np.repeat(pixels[:, :, None], 3, axis=2)
     return np.ascontiguousarray(pixels)
+
+
+def to_model_rgb8(image: ImageData) -> np.ndarray:
+    """(H, W, 3) uint8 on the scale the model sees (pixels * 255 / white, not the display's stretch): what training
+    learns from, so a model trained on 12-bit or float images sees them at inference as it saw them then."""
+    if image.bit_depth == 8:
+        return to_rgb8(image)
+    pixels = image.pixels[:, :, :3] if image.pixels.ndim == 3 and image.pixels.shape[2] == 4 else image.pixels
+    scaled = np.clip(pixels.astype(np.float32) * (255.0 / image.full_scale), 0, 255)
+    return to_rgb8(ImageData(np.rint(scaled).astype(np.uint8)))
 
 
 def to_model_input(image: ImageData, in_channels: int, mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndarray:

@@ -54,6 +54,14 @@ def new_temp_file(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
+def same_file(path: Path, other: Path) -> bool:
+    """Whether `path` names the file `other`: the same path, a symbolic link to it, or a hard link."""
+    try:
+        return path.resolve() == other.resolve() or (path.exists() and other.exists() and os.path.samefile(path, other))
+    except OSError:
+        return False
+
+
 def check_output_folder(folder: Path, option: str) -> None:
     """OutputPathError, before any work, unless files can be written in `folder` (created later when missing);
     `option` names what chose it, as the message begins: "--out" gives `--out FOLDER: cannot write the output

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-SENSOR_BITS = (8, 10, 12, 14, 16)  # the depths cameras store in 16-bit files
+SENSOR_BITS = (12, 14, 16)  # the depths cameras commonly store in 16-bit files (8 and 10 left out: a dim frame of
+# a 12-bit camera would be read 4-16x brighter than the camera's other frames)
 FLOAT_PERCENTILES = (0.1, 99.9)  # a float image with no known scale is stretched between these
 
 
@@ -20,10 +21,19 @@ def sensor_white(largest: int) -> int:
 
 
 def white_note(white: int, largest: int) -> str:
-    """What the note says of a 16-bit image read with a white below 65535 ("" at 65535)."""
-    if white >= 65535:
+    """What the note says of a 16-bit image read with a white below 65535 ("" at 65535, and for 8-bit data: 0)."""
+    if not white or white >= 65535:
         return ""
     return f"{white.bit_length()}-bit values (largest {largest}): {white} is white"
+
+
+def choose_white(largest: int, declared: int = 0) -> tuple[int, str]:
+    """(white, what the note says) of 16-bit data whose largest colour value is `largest`: the white the file
+    declares (a TIFF's MaxSampleValue; 0: none), else `sensor_white`."""
+    if declared:
+        return declared, f"{declared} is white, as the file's MaxSampleValue says"
+    white = sensor_white(largest)
+    return white, white_note(white, largest)
 
 
 def to_uint16(pixels: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -40,6 +50,8 @@ def to_uint16(pixels: np.ndarray) -> tuple[np.ndarray, list[str]]:
         low, high = int(pixels.min()), int(pixels.max())
         if low >= 0 and high <= 65535:
             return pixels.astype(np.uint16), []
+        if high == low:
+            return np.zeros(pixels.shape, np.uint16), [f"every value {low}: read as 0"]
         stretched = (pixels.astype(np.float64) - low) * (65535.0 / (high - low))
         return stretched.astype(np.uint16), [f"values {low}..{high} stretched to 0..65535"]
     values = pixels.astype(np.float32)  # float16 and float64 too; a copy the rest works in, in place

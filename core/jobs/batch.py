@@ -10,6 +10,7 @@ writer thread: sinks must be thread-safe (the GUI's turn them into queued signal
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -129,8 +130,18 @@ def run_batch(
             return _run_batch(settings, segmenter, cancel, stop_after_current, on_event)
     except OutputPathError:
         raise  # names the file and why already
-    except OSError as err:  # e.g. the lock file refused: said as `leanseg batch` says it
+    except OSError as err:  # in the output folder (e.g. the lock file refused): said as `leanseg batch` says it
+        if not _within(err.filename, settings.out_dir):
+            raise  # an input that went away, say: not the output folder's fault
         raise OutputPathError(cannot_write_output(settings.out_dir, err)) from err
+
+
+def _within(filename: str | bytes | int | None, folder: Path) -> bool:
+    """Whether an OSError's file lies in `folder` (or is it); a file-less error counts as the folder's."""
+    if filename is None or isinstance(filename, int):
+        return True
+    path = Path(os.fsdecode(filename)).resolve()
+    return path == folder.resolve() or folder.resolve() in path.parents
 
 
 def require_writable_output(settings: BatchSettings) -> None:

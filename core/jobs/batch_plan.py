@@ -192,7 +192,7 @@ def _walk_inputs(in_dir: Path, recursive: bool, suffixes: tuple[str, ...],
         base = Path(folder)
         dirs[:] = sorted(d for d in dirs if recursive and _walked(base / d, excluded))
         for name in sorted(files):
-            is_image = Path(name).suffix.lower() in wanted
+            is_image = Path(name).suffix.lower() in wanted and not name.startswith("._")  # ._x.jpg: macOS metadata
             if (is_image or not name.startswith(".")) and (base / name).is_file():
                 yield base / name, ("hidden image" if name.startswith(".") else "image" if is_image else "other")
 

@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import tifffile
 import torch
 
 from ..engine.tile_plan import Box
 from ..engine.tiling import TilingOutcome, run_tiles
 from ..events import EventSink, JobEvent, ignore_event
-from ..io.images import ImageData, to_model_input
+from ..io.images import ImageData, declared_white, largest_colour, to_model_input
 from ..io.large import MEMMAP_MIN_PIXELS, MappedTiff, create_label_tiff, mappable_tiff, open_large_tiff
 from ..io.outputs import make_folder
-from ..io.pixel_range import sensor_white, white_note
+from ..io.pixel_range import choose_white
 from ..memory import peak_bytes, reset_peak
 from ..predict import Segmenter
 from ..segment_tiled import canvas_io, cpu_runner_for, job_width, plan_event, plan_tiles, runner_for
@@ -63,9 +64,9 @@ def segment_large_tiff(
         raise ValueError(f"{in_path}: the output {out_path.name} would overwrite the input; choose another path")
     start_bytes = reset_peak(segmenter.device)
     start = time.perf_counter()
-    white, largest = _white(source_tiff)
-    if white_note(white, largest):
-        on_event(JobEvent("info", f"{in_path.name}: {white_note(white, largest)}", path=str(in_path)))
+    white, said = _white(source_tiff, cancel)
+    if said:
+        on_event(JobEvent("info", f"{in_path.name}: {said}", path=str(in_path)))
     plan = plan_tiles(segmenter, source_tiff.height, job_width(segmenter, source_tiff.width), output="labels",
                       image_width=source_tiff.width)
     on_event(plan_event(plan))
@@ -84,15 +85,23 @@ def segment_large_tiff(
                        peak_bytes(segmenter.device), outcome, start_bytes)
 
 
-def _white(tiff: MappedTiff) -> tuple[int, int]:
-    """(white, largest value) of a mapped TIFF, as `read_image` finds them (`pixel_range.sensor_white`), read
-    64 MB of rows at a time; (0, 0) for 8-bit samples, whose white is 255."""
+def _white(tiff: MappedTiff, cancel: threading.Event | None) -> tuple[int, str]:
+    """(white, what the note says) of a mapped TIFF, as `read_image` finds them (`pixel_range.choose_white`): the
+    file's MaxSampleValue, else its largest colour value, read 64 MB of rows at a time (a cancel stops the scan;
+    the tiles then stop at once); (0, "") for 8-bit samples, whose white is 255."""
     if tiff.dtype != np.uint16:
-        return 0, 0
+        return 0, ""
+    with tifffile.TiffFile(tiff.path) as tif:
+        page = tif.pages[0]
+        assert isinstance(page, tifffile.TiffPage)
+        declared = declared_white(page)
+    largest = 0
     rows = max(1, (64 << 20) // max(1, int(np.prod(tiff.shape[1:])) * tiff.dtype.itemsize))
-    largest = max(int(tiff.read(top, min(top + rows, tiff.height), 0, tiff.width).max())
-                  for top in range(0, tiff.height, rows))
-    return sensor_white(largest), largest
+    for top in range(0, 0 if declared else tiff.height, rows):
+        if cancel is not None and cancel.is_set():
+            break
+        largest = max(largest, largest_colour(tiff.read(top, min(top + rows, tiff.height), 0, tiff.width)))
+    return choose_white(largest, declared)
 
 
 def _mapped_source(tiff: MappedTiff, segmenter: Segmenter, white: int):  # type: ignore[no-untyped-def]

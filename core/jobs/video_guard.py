@@ -8,11 +8,11 @@ Label PNGs are noted in the folder above --labels-dir (as `DIR/NAME`), so that f
 """
 from __future__ import annotations
 
-import os
 import re
 import threading
 from pathlib import Path
 
+from ..io.outputs import same_file
 from .segment_ledger import SegmentLedger
 
 LEDGER_NAME = ".leanseg-video.jsonl"
@@ -104,12 +104,7 @@ class VideoOutputGuard:
                 and not self._owned(path))
 
     def _is_input(self, path: Path) -> bool:
-        if path.resolve() == self.input_path.resolve():
-            return True
-        try:
-            return path.exists() and os.path.samefile(path, self.input_path)  # hard links too
-        except OSError:
-            return False
+        return same_file(path, self.input_path)  # hard links too
 
     def _owned(self, path: Path) -> bool:
         folder, name = self._ledger_entry(path)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..assets import assets_dir
-from ..io.images import IMAGE_SUFFIXES, ImageReadError, read_image, to_rgb8
+from ..io.images import IMAGE_SUFFIXES, ImageReadError, read_image, to_model_rgb8
 
 CAMVID_SPEC = assets_dir() / "datasets" / "camvid.json"  # train's default --spec
 
@@ -204,7 +204,8 @@ def check_label_values(label: np.ndarray, label_path: Path, spec: DatasetSpec) -
 
 
 class PairCache:
-    """All pairs decoded once into memory: RGB uint8 (H, W, 3) and labels uint8 (H, W), each label's values
+    """All pairs decoded once into memory: RGB uint8 (H, W, 3) on the scale inference reads them (`to_model_rgb8`)
+    and labels uint8 (H, W), each label's values
     checked against `spec` first (a class index or the ignored value)."""
 
     def __init__(self, pairs: list[tuple[Path, Path]], spec: DatasetSpec) -> None:
@@ -214,7 +215,7 @@ class PairCache:
         self.labels: list[np.ndarray] = []
         for image_path, label_path in pairs:
             try:
-                image = to_rgb8(read_image(image_path))
+                image = to_model_rgb8(read_image(image_path))
                 label = read_image(label_path).pixels
             except ImageReadError as err:
                 raise DatasetError(str(err)) from err

@@ -1,7 +1,6 @@
 """File handling of the main window: dialogs, routing a path by kind, drag and drop, saving labels and overlays."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,7 +9,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox
 
 from leanseg.core.io.images import IMAGE_SUFFIXES, ImageData, to_rgb8
-from leanseg.core.io.outputs import OutputPathError, overlay, write_png
+from leanseg.core.io.outputs import OutputPathError, overlay, same_file, write_png
 from leanseg.core.model.sources import MODEL_SUFFIXES, is_model_file  # .safetensors, .pt2, .onnx, .leanseg
 from leanseg.core.predict import Segmentation
 
@@ -38,14 +37,6 @@ def path_kind(path: Path) -> str:
     if suffix not in IMAGE_SUFFIXES and path.is_file() and is_model_file(path):
         return "model"  # a model under another name (mynet.bin): the CLI opens it by content too
     return "image"
-
-
-def _same_file(path: Path, other: Path) -> bool:
-    """Whether `path` names the file `other` (the same path, a link to it, or a hard link)."""
-    try:
-        return path.resolve() == other.resolve() or (path.exists() and other.exists() and os.path.samefile(path, other))
-    except OSError:
-        return False
 
 
 def png_name(path: Path) -> Path:
@@ -165,7 +156,7 @@ class FileActionsMixin(QMainWindow):
         is never written over (the CLI refuses its inputs as outputs the same way)."""
         path = png_name(path)
         source = self.image.path if self.image is not None else None
-        if source is not None and _same_file(path, source):
+        if source is not None and same_file(path, source):
             self.show_error("Could not save", f"Could not save: {path} is the image that is open, and an input is "
                                               "never overwritten; choose another name")
             return None

@@ -30,7 +30,7 @@ CURVES = (  # snapshot key, legend name, colour; engine_live is drawn against th
 )
 MAJOR_MARKS = ("start", "done", "cancel", "failed", "empty", "reset")  # first words of the labelled marks
 MARKS_Z = 1000.0  # mark lines stack from here down (a thousandth each), above the curves (0) and the peak line
-PEAK_Z = -1  # under the mark labels, which the dashed peak line would otherwise cross
+PEAK_Z = 0.5  # over the curves (0), under the mark labels, which the dashed peak line would otherwise cross
 LABEL_FILL = pg.mkBrush(23, 24, 27, 190)  # VIEW_BACKGROUND, a little see-through: lines behind a label fade
 MARK_ROWS = (0.93, 0.78, 0.63, 0.48)  # heights of the mark label rows, as a fraction of the plot's height
 MARK_GAP_PX = 6  # space kept between two labels in one row

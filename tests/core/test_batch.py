@@ -360,6 +360,7 @@ def test_sub_folders_with_images_and_hidden_images_left_out_are_named(tmp_path: 
     (inputs / "texts" / "notes.txt").write_text("no image")
     cv2.imwrite(str(inputs / ".hidden.png"), np.zeros((40, 56, 3), np.uint8))
     (inputs / ".DS_Store").write_text("hidden and not an image: never named")
+    (inputs / "._img00.png").write_bytes(b"\x00\x05\x16\x07")  # macOS metadata beside a copy: never named
     segmenter = _segmenter(tiny_checkpoint)
     run_batch(BatchSettings(inputs / "day", tmp_path / "earlier", recursive=True), segmenter)
     (tmp_path / "earlier").rename(inputs / "earlier")  # an earlier run's outputs inside: not an input folder
