@@ -97,7 +97,7 @@ def test_sigkill_mid_run_then_resume_matches_an_uninterrupted_run(
     assert len(manifest["images"]) == IMAGES and not manifest["pending"]
     assert all(r["status"] == "ok" for r in manifest["images"].values())
     rows = (killed_out / "summary.csv").read_text().splitlines()
-    assert len(rows) == IMAGES + 1 and all(row.endswith(",ok,") for row in rows[1:])
+    assert len(rows) == IMAGES + 1 and all(row.endswith(",ok,,") for row in rows[1:])  # status ok, no error, no note
     assert sorted(p.name for p in image_folder.iterdir()) == [f"frame{i:03d}.png" for i in range(IMAGES)]
 
 
