@@ -149,7 +149,8 @@ def test_the_tiled_row_raises_a_budget_too_small_for_the_smallest_tile(tiny_chec
     from leanseg.core.profile.cases import engine_tiled_case
 
     row = engine_tiled_case(Probe("cpu"), ModelSpec(str(tiny_checkpoint)).to_dict(), size=64, repeats=1)
-    assert row["peak_bytes"] > 0 and row["notes"][0].startswith("budget raised to ")
+    assert "error" not in row and row["peak_bytes"] >= 0  # measured (at 64 px it may all fit memory already held)
+    assert row["notes"][0].startswith("budget raised to ")
     assert "for the smallest tile (a quarter of the whole image's estimate, " in row["notes"][0]
     assert f"within budget {format_bytes(row['budget_bytes'])}" in row["notes"][1]
 
