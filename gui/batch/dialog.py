@@ -7,7 +7,6 @@ for the main window to show the image with its overlay; activating a failed row 
 from __future__ import annotations
 
 import html
-import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -39,14 +38,10 @@ from leanseg.core.predict import InferenceOptions
 from ..messages import for_the_app
 from .results_table import ResultsTable
 from .runner import BatchRequest, BatchThread
+from .texts import clock, default_output_folder, quote_paths
 
 APP_RECURSE = "tick Include sub-folders"  # the CLI's --recursive is that checkbox
 _ERROR_STYLE = "<span style='color:#e06c5a'>"  # how the status line begins while it shows an error
-
-
-def default_output_folder(in_dir: Path) -> Path:
-    """`photos/` -> `photos_leanseg/` beside it: outputs never land among the inputs."""
-    return in_dir.parent / f"{in_dir.name}_leanseg"
 
 
 class BatchDialog(QDialog):
@@ -286,7 +281,7 @@ class BatchDialog(QDialog):
     def _progress_text(self, name: str) -> str:
         elapsed = time.monotonic() - self._started_at
         rate = self._done / elapsed if elapsed > 0 and self._done else 0.0
-        eta = f"ETA {_clock((self._todo - self._done) / rate)}" if rate > 0 else "ETA --:--"
+        eta = f"ETA {clock((self._todo - self._done) / rate)}" if rate > 0 else "ETA --:--"
         return f"{self._before + self._done} of {self._total} · {name} · {rate:.2f} images/s · {eta}"
 
     def _add_record(self, record: ImageRecord, status: str) -> None:
@@ -389,20 +384,3 @@ class BatchDialog(QDialog):
             self._thread.stop()
             self._thread = None
             self.running = False
-
-
-def quote_paths(message: str, paths: tuple[str, ...]) -> str:
-    """`message` with each of `paths` in it set in quotes, so a folder whose name has spaces reads as one:
-    'input folder /a/does not exist does not exist' -> 'input folder "/a/does not exist" does not exist'."""
-    # the longest first (a/b_out before a/b); a bare relative name ("in") is a word in a sentence too: left be
-    names = sorted({path for path in paths if re.search(r"[\\/]", path)}, key=len, reverse=True)
-    if not names:
-        return message
-    pattern = "|".join(re.escape(name) for name in names)
-    return re.sub(f"(?<![\\w\"])(?:{pattern})(?![\\w/\\\\\"])", lambda match: f'"{match.group(0)}"', message)
-
-
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"

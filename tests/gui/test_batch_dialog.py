@@ -16,8 +16,9 @@ from PySide6.QtWidgets import QHeaderView
 from leanseg.core.io.outputs import OutputPathError
 from leanseg.core.jobs.batch import require_writable_output
 from leanseg.core.predict import InferenceOptions
-from leanseg.gui.batch.dialog import BatchDialog, default_output_folder
+from leanseg.gui.batch.dialog import BatchDialog
 from leanseg.gui.batch.results_table import COLUMNS
+from leanseg.gui.batch.texts import default_output_folder
 
 from ..core.unwritable import make_unwritable
 from .conftest import JOB_TIMEOUT_MS, write_image

@@ -36,7 +36,7 @@ def test_urls_a_file_at_the_root_and_a_trailing_slash_are_left_whole() -> None:
 
 
 def test_only_paths_are_quoted_not_a_relative_name_that_is_also_a_word() -> None:
-    from leanseg.gui.batch.dialog import quote_paths
+    from leanseg.gui.batch.texts import quote_paths
 
     assert quote_paths("images in it are kept", ("in", "out")) == "images in it are kept"
     assert quote_paths("input folder /a/does not exist does not exist", ("/a/does not exist",)) == (
