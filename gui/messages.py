@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import re
 
+from leanseg.core.jobs.batch_plan import CLI_RECURSE
+
+APP_RECURSE = "tick Include sub-folders"  # the CLI's --recursive is the batch dialog's checkbox
+
 # (what core says, what the app says instead), applied in order: whole phrases before the bare flags.
 APP_WORDING = (
     ("give --memory-budget at least", "raise Memory budget (Inference panel) to at least"),
     ("lower --memory-budget", "lower Memory budget (Inference panel)"),
+    (CLI_RECURSE, APP_RECURSE),
     ("--memory-budget", "Memory budget"),
     ("--tiling", "Tiling"),
     ("--device", "Device"),

@@ -138,7 +138,7 @@ def require_images(settings: BatchSettings) -> None:
     if found["hidden_images"]:
         message += "; " + hidden_images_note(found["hidden_images"], "found")
     if not settings.recursive and any(p.is_dir() and not p.name.startswith(".") for p in settings.in_dir.iterdir()):
-        message += "; pass --recursive to look in its sub-folders"
+        message += f"; {CLI_RECURSE} to look in its sub-folders"
     raise ValueError(message)
 
 

@@ -35,12 +35,11 @@ from leanseg.core.jobs.batch_plan import BatchSettings
 from leanseg.core.jobs.manifest import MANIFEST_NAME, ImageRecord, recorded_outputs
 from leanseg.core.predict import InferenceOptions
 
-from ..messages import for_the_app
+from ..messages import APP_RECURSE, for_the_app
 from .results_table import ResultsTable
 from .runner import BatchRequest, BatchThread
 from .texts import clock, default_output_folder, quote_paths
 
-APP_RECURSE = "tick Include sub-folders"  # the CLI's --recursive is that checkbox
 _ERROR_STYLE = "<span style='color:#e06c5a'>"  # how the status line begins while it shows an error
 
 

@@ -381,3 +381,18 @@ def test_activating_a_failed_row_says_why_it_failed(qtbot, gui_tiny_checkpoint, 
     dialog.open_row(next(r for r in range(dialog.table.rowCount()) if dialog.table.item(r, 0).text() == "p1.png"))
     assert "p1.png: its labels file p1_labels.png is no longer in the output folder" in dialog.status.text()
     assert not opened
+
+
+def test_a_folder_whose_images_are_all_in_sub_folders_says_to_tick_the_checkbox(qtbot, gui_tiny_checkpoint,
+                                                                                 tmp_path) -> None:
+    (tmp_path / "shoot" / "day").mkdir(parents=True)
+    write_image(tmp_path / "shoot" / "day" / "a.png", 48, 64, seed=0)
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, tmp_path / "shoot")
+    with qtbot.waitSignal(dialog.batch_failed, timeout=JOB_TIMEOUT_MS) as blocker:
+        dialog.start()
+    assert "tick Include sub-folders to look in its sub-folders" in blocker.args[0]
+    assert "--recursive" not in blocker.args[0] and not dialog.running
+    dialog.recursive.setChecked(True)
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as done:
+        dialog.start()
+    assert [record.status for record in done.args[0].records] == ["ok"]

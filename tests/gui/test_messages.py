@@ -32,6 +32,8 @@ def test_urls_a_file_at_the_root_and_a_trailing_slash_are_left_whole() -> None:
         "See https://onnx.ai/onnx/operators/Resize.html: opset 9 · net.onnx")
     assert status_line("/photo.png: 3/4 of the rows are blank") == "3/4 of the rows are blank · photo.png"
     assert status_line("Could not write /data/out/: permission denied") == "Permission denied · could not write out"
+    assert for_the_app("no images in /d (looked for .png); pass --recursive to look in its sub-folders") == (
+        "no images in /d (looked for .png); tick Include sub-folders to look in its sub-folders")
     assert for_the_app("--device-map is not --device") == "--device-map is not Device"
 
 
