@@ -138,27 +138,37 @@ class FileActionsMixin(QMainWindow):
         return self._write(path, np.where(hidden[..., None], rgb, blended))
 
     def _ask_save_path(self, title: str, suffix: str) -> Path | None:
+        """The PNG to write, asked for; the open image is refused before any question, and an existing file is
+        replaced only when the user says so here (Qt's own question is off: it would name NAME, not NAME.png)."""
         stem = self.image.path.stem if self.image is not None and self.image.path is not None else "image"
         start = str(Path(self.settings.last_dir("save")) / f"{stem}{suffix}")
-        name, _ = QFileDialog.getSaveFileName(self, title, start, "PNG images (*.png)")
+        name, _ = QFileDialog.getSaveFileName(self, title, start, "PNG images (*.png)",
+                                              options=QFileDialog.Option.DontConfirmOverwrite)  # we ask below
         if not name:
             return None
         path = png_name(Path(name))
-        if path.name != Path(name).name:  # the dialog confirmed replacing NAME, not NAME.png: ask for that one
-            replace = QMessageBox.StandardButton.Yes
-            if path.exists() and QMessageBox.question(self, title, f"{path.name} already exists. Replace it?",
-                                                      replace | QMessageBox.StandardButton.No) != replace:
-                return None
+        if self._refuse_open_image(path):
+            return None
+        replace = QMessageBox.StandardButton.Yes
+        if path.exists() and QMessageBox.question(self, title, f"{path.name} already exists. Replace it?",
+                                                  replace | QMessageBox.StandardButton.No) != replace:
+            return None
         return path
+
+    def _refuse_open_image(self, path: Path) -> bool:
+        """Say so and return True when `path` is the open image (or a link to it): an input is never overwritten."""
+        source = self.image.path if self.image is not None else None
+        if source is None or not same_file(path, source):
+            return False
+        self.show_error("Could not save", f"Could not save: {path} is the image that is open, and an input is "
+                                          "never overwritten; choose another name")
+        return True
 
     def _write(self, path: Path, pixels: np.ndarray) -> Path | None:
         """Write `pixels` as a PNG; a name without .png gets it (as the save dialog's filter says). The open image
         is never written over (the CLI refuses its inputs as outputs the same way)."""
         path = png_name(path)
-        source = self.image.path if self.image is not None else None
-        if source is not None and same_file(path, source):
-            self.show_error("Could not save", f"Could not save: {path} is the image that is open, and an input is "
-                                              "never overwritten; choose another name")
+        if self._refuse_open_image(path):
             return None
         try:
             written = write_png(path, pixels)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from leanseg.core.io.images import read_image
 from leanseg.core.memory import format_bytes
@@ -199,6 +200,40 @@ def test_saving_over_the_open_image_is_refused_and_the_image_kept(qtbot, make_wi
         assert window.save_labels(target) is None and window.save_overlay(target) is None
         assert "is the image that is open, and an input is never overwritten" in window.last_error
     assert small_image.read_bytes() == original
+
+
+def test_the_save_dialog_refuses_the_open_image_before_any_question_and_asks_once_to_replace(
+        qtbot, make_window, gui_tiny_checkpoint, small_image, tmp_path, monkeypatch):
+    window = make_window(gui_tiny_checkpoint)
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(small_image)
+    picked: list[Path] = []
+    questions: list[str] = []
+    answers: list[QMessageBox.StandardButton] = []
+
+    def pick_file(*_args, options, **_kwargs) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+        assert options & QFileDialog.Option.DontConfirmOverwrite  # Qt's own question would come first
+        return str(picked[-1]), "PNG images (*.png)"
+
+    def answer(_parent, _title: str, text: str, *_buttons) -> QMessageBox.StandardButton:  # type: ignore[no-untyped-def]
+        questions.append(text)
+        return answers.pop(0)
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", pick_file)
+    monkeypatch.setattr(QMessageBox, "question", answer)
+    original = small_image.read_bytes()
+    picked.append(small_image)
+    assert window.save_labels() is None and not questions  # refused, never asked "Replace it?"
+    assert "is the image that is open" in window.last_error and small_image.read_bytes() == original
+
+    mine = tmp_path / "mine.png"
+    mine.write_bytes(b"the user's own file")
+    picked.append(mine)
+    answers.append(QMessageBox.StandardButton.No)
+    assert window.save_overlay() is None and mine.read_bytes() == b"the user's own file"
+    answers.append(QMessageBox.StandardButton.Yes)
+    assert window.save_overlay() == mine and mine.read_bytes().startswith(b"\x89PNG")
+    assert questions == ["mine.png already exists. Replace it?"] * 2
 
 
 def test_changing_the_engine_resegments_with_the_new_options(qtbot, make_window, gui_tiny_checkpoint, small_image):
