@@ -4,7 +4,8 @@
 - The GIL is handed over every 1 ms instead of 5 ms, so the GUI thread waits less for it.
 - Objects alive after start-up (torch, Qt, the model: ~230k) are moved out of the cyclic garbage collector's
   reach with `gc.freeze()`: a full collection over them costs ~140 ms of CPU, which on a busy machine turned
-  into GUI pauses of most of a second.
+  into GUI pauses of most of a second. Each freeze first thaws the last one's objects, so a model that was
+  replaced (frozen while it was loaded) is collected, not kept for the life of the process.
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ def configure_process() -> None:
 
 
 def freeze_long_lived_objects() -> None:
-    """Collect once, then exclude every object alive now from future cyclic collections."""
+    """Collect once, then exclude every object alive now from future cyclic collections. Objects an earlier call
+    froze are thawed first and collected if they are garbage now (the previous model)."""
+    gc.unfreeze()
     gc.collect()
     gc.freeze()

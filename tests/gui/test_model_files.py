@@ -3,8 +3,10 @@ and the card's class names; without a card the banner says what was assumed and 
 NAME.json and reopens the model; a bad model file is named in a message and the window carries on."""
 from __future__ import annotations
 
+import gc
 import json
 import shutil
+import weakref
 from pathlib import Path
 
 import pytest
@@ -165,3 +167,13 @@ def test_the_status_bar_gives_the_reason_first_and_the_files_by_name(qtbot, make
     assert str(bad) in window.error_box.text()
     window.statusBar().showMessage("something else")
     assert window.statusBar().toolTip() == ""  # the tooltip went with the error's line
+
+
+def test_a_replaced_model_is_collected_not_kept_for_the_life_of_the_app(qtbot, make_window, onnx_model):
+    window = make_window(onnx_model)
+    first = weakref.ref(window.controller.worker._loaded.model.net)  # the imported graph: its nodes form cycles
+    for _ in range(2):  # the same file again: a new model each time, as after the card editor saves its card
+        with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
+            window.open_model(onnx_model)
+    gc.collect()  # an object the app froze (it freezes what is alive after each load) would survive this
+    assert first() is None
