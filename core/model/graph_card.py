@@ -39,13 +39,16 @@ def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | Non
     multiple, classes, min_size = _probe_with_card(net, channels, card, where)
     if classes > 255:
         raise CheckpointError(f"{where}: the graph outputs {classes} classes; labels are 8-bit, at most 255")
-    if card.classes and len(card.classes) != classes:
+    one_channel = classes == 1
+    if one_channel:
+        card, classes = binary_card(card, where), 2
+    elif card.classes and len(card.classes) != classes:
         raise CheckpointError(f"{where}: the card {card.source} lists {len(card.classes)} classes, the graph "
                               f"outputs {classes}: give it {classes} names")
     card = replace(card, size_multiple=multiple)
     max_size = _largest_size(net, multiple)
     config = GraphModelConfig(num_classes=classes, in_channels=channels, size_multiple=multiple, min_size=min_size,
-                              max_size=max_size, source_format=kind)
+                              max_size=max_size, source_format=kind, one_channel=one_channel)
     model = GraphModel(net, config, bgr=card.channel_order == "BGR",
                        probabilities=card.output_kind == "probabilities").eval()
     info = ModelInfo(
@@ -70,6 +73,20 @@ def _input_channels(net: fx.GraphModule) -> int | None:
             if isinstance(module, torch.nn.Conv2d):
                 return int(module.in_channels)
     return None
+
+
+def binary_card(card: ModelCard, where: str) -> ModelCard:
+    """The card of a graph with one output channel (a binary net), for its two classes: background and the
+    card's one class ("foreground" without a card); a card may also name both, background first."""
+    if len(card.classes) > 2:
+        raise CheckpointError(f"{where}: the card {card.source} lists {len(card.classes)} classes, the graph "
+                              "outputs 1 channel (a binary net): give it 1 name (its class) or 2 (background, "
+                              "then its class)")
+    names = card.classes if len(card.classes) == 2 else ("background", *(card.classes or ("foreground",)))
+    colours = card.colours
+    if len(colours) == 1:
+        colours = ((0, 0, 0), *colours)
+    return replace(card, classes=names, colours=colours if len(colours) == 2 else ())
 
 
 def _refuse_one_size_export(net: fx.GraphModule, where: str) -> None:

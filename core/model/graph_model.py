@@ -24,8 +24,12 @@ class GraphModelConfig:
     # the largest (height, width), after padding, the graph holds for (a program exported with a Dim max; 0: none)
     max_size: tuple[int, int] = (0, 0)
     source_format: str = "pt2"  # pt2 | onnx: where the graph came from
+    # the graph outputs one channel (a binary net, sigmoid or its logit): num_classes is 2, background and it
+    one_channel: bool = False
 
     def __post_init__(self) -> None:
+        if self.one_channel and self.num_classes != 2:
+            raise ValueError(f"a one-channel graph segments 2 classes (background and its own), got {self.num_classes}")
         if not 1 <= self.num_classes <= 255:
             raise ValueError(f"num_classes must be in 1..255 (labels are uint8), got {self.num_classes}")
         if self.in_channels not in (1, 3):
@@ -38,7 +42,12 @@ class GraphModelConfig:
 
 
 class GraphModel(nn.Module):
-    """(1, C, H, W) -> (1, K, H, W) logits for any H, W: pad to `size_multiple`, run the graph, crop."""
+    """(1, C, H, W) -> (1, K, H, W) logits for any H, W: pad to `size_multiple`, run the graph, crop.
+
+    A graph with one output channel is a binary net: its logit z becomes the two logits (0, z), whose softmax is
+    (1 - sigmoid(z), sigmoid(z)), and its probability p becomes (1 - p, p); the argmax is the foreground where
+    sigmoid(z) or p is above 0.5.
+    """
 
     def __init__(self, net: fx.GraphModule, config: GraphModelConfig, *, bgr: bool = False,
                  probabilities: bool = False) -> None:
@@ -69,7 +78,9 @@ class GraphModel(nn.Module):
             padded = padding.pad_to_multiple(x, self.size_multiple, self.min_size)
         else:
             padded = padding.pad_to_multiple(x, self.size_multiple)
-        y = padding.crop_like(self.net(padded), x)  # (1, K, H, W)
+        y = padding.crop_like(self.net(padded), x)  # (1, K, H, W); K = 1 for a binary net
+        if self.config.one_channel:
+            y = torch.cat([1 - y, y] if self.probabilities else [torch.zeros_like(y), y], 1)  # (1, 2, H, W)
         if self.probabilities:
             y = torch.log(y.clamp_min(1e-12))  # argmax unchanged; softmax of it gives the probabilities back
         return y

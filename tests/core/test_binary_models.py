@@ -1,0 +1,115 @@
+"""A graph with one output channel (a binary net: a sigmoid, or its logit) segments two classes, background and
+its own, where the probability is above 0.5; `--probs` writes (1 - p, p); a card names its one class."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from leanseg.core.cli import main
+from leanseg.core.model.checkpoint import CheckpointError
+from leanseg.core.model.sources import load_model
+
+from . import graph_samples as samples
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+HEIGHT, WIDTH = 45, 70
+
+
+class Sigmoid(nn.Module):
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.sigmoid(self.net(x))
+
+
+def _padded_forward(model: nn.Module, rgb: np.ndarray) -> Tensor:
+    """Eager PyTorch on the normalised image padded to the multiple, cropped back: (1, 1, H, W)."""
+    x = torch.from_numpy(rgb).permute(2, 0, 1).float()[None] / 255.0
+    x = (x - torch.tensor(samples.MEAN)[:, None, None]) / torch.tensor(samples.STD)[:, None, None]
+    padded = F.pad(x, (0, -WIDTH % samples.MULTIPLE, 0, -HEIGHT % samples.MULTIPLE))
+    with torch.inference_mode():
+        return model(padded)[:, :, :HEIGHT, :WIDTH]
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
+    path = tmp_path_factory.mktemp("image") / "cells.png"
+    return path, samples.write_image(path, HEIGHT, WIDTH)
+
+
+@pytest.fixture(scope="module")
+def binary_net(image: tuple[Path, np.ndarray]) -> nn.Module:
+    """A one-class TinySegNet whose logit is centred on this image, so about half its pixels are foreground."""
+    net = samples.made(classes=1)
+    with torch.no_grad():
+        net.head.bias -= _padded_forward(net, image[1]).median()
+    return net
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory, binary_net: nn.Module) -> dict[tuple[str, str], Path]:
+    """(format, output kind) -> the binary net as .pt2 / .onnx, ending in its logit or in a sigmoid, with a card
+    naming its one class and colour."""
+    folder = tmp_path_factory.mktemp("binary")
+    made = {}
+    for kind, net in (("logits", binary_net), ("probabilities", Sigmoid(binary_net).eval())):
+        for fmt, export in (("pt2", samples.export_pt2), ("onnx", samples.export_onnx)):
+            path = export(net, folder / f"{kind}.{fmt}")
+            samples.write_card(path, classes=["lesion"], colours=[[255, 0, 0]], output=f"{kind} (1, 1, H, W)")
+            made[fmt, kind] = path
+    return made
+
+
+@pytest.mark.parametrize("engine", ["lean", "eager"])
+@pytest.mark.parametrize("kind", ["logits", "probabilities"])
+@pytest.mark.parametrize("fmt", ["pt2", "onnx"])
+def test_the_foreground_is_where_the_probability_is_over_a_half(
+        fmt: str, kind: str, engine: str, models: dict[tuple[str, str], Path], binary_net: nn.Module,
+        image: tuple[Path, np.ndarray], tmp_path: Path) -> None:
+    path, rgb = image
+    assert main(["segment", str(path), "--model", str(models[fmt, kind]), "--out", str(tmp_path), "--device", "cpu",
+                 "--engine", engine, "--mirror", "off", "--no-overlay", "--probs"]) == 0
+    probability = torch.sigmoid(_padded_forward(binary_net, rgb))[0, 0].numpy()  # (H, W)
+    labels = cv2.imread(str(tmp_path / "cells_labels.png"), cv2.IMREAD_UNCHANGED)
+    sure = np.abs(probability - 0.5) > 1e-3  # pixels on the fence may go either way in another kernel order
+    assert 0.2 < (probability > 0.5).mean() < 0.8  # a test that could fail: both classes are there
+    np.testing.assert_array_equal(labels[sure], (probability > 0.5)[sure])
+    probs = np.load(tmp_path / "cells_probs.npy").astype(np.float32)  # (2, H, W): background, lesion
+    assert probs.shape == (2, HEIGHT, WIDTH)
+    np.testing.assert_allclose(probs[1], probability, atol=2e-3)
+    np.testing.assert_allclose(probs[0], 1 - probability, atol=2e-3)
+
+
+def test_the_card_names_the_one_class_after_the_background(models: dict[tuple[str, str], Path]) -> None:
+    info = load_model(models["pt2", "logits"]).info
+    assert info.class_names == ("background", "lesion") and info.config.num_classes == 2
+    assert info.class_colours == ((0, 0, 0), (255, 0, 0))
+
+
+def test_without_a_card_a_binary_net_is_background_and_foreground(models: dict[tuple[str, str], Path],
+                                                                 tmp_path: Path) -> None:
+    bare = tmp_path / "bare.onnx"
+    bare.write_bytes(models["onnx", "logits"].read_bytes())
+    assert load_model(bare).info.class_names == ("background", "foreground")
+
+
+def test_a_card_with_both_names_is_taken_and_one_with_three_is_refused(models: dict[tuple[str, str], Path],
+                                                                       tmp_path: Path) -> None:
+    model = tmp_path / "net.pt2"
+    model.write_bytes(models["pt2", "logits"].read_bytes())
+    card = json.loads(models["pt2", "logits"].with_suffix(".json").read_text())
+    model.with_suffix(".json").write_text(json.dumps({**card, "classes": ["tissue", "lesion"], "colours": []}))
+    assert load_model(model).info.class_names == ("tissue", "lesion")
+    model.with_suffix(".json").write_text(json.dumps({**card, "classes": ["a", "b", "c"], "colours": []}))
+    with pytest.raises(CheckpointError, match=r"net\.pt2.*lists 3 classes, the graph outputs 1 channel \(a binary "
+                                              r"net\): give it 1 name"):
+        load_model(model)
