@@ -27,6 +27,10 @@ def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | Non
     """Wrap the IR graph, probe it (channels, classes, size multiple) and check the card against it."""
     where = str(path) if path is not None else "model"
     channels = _input_channels(net)
+    if channels is not None and channels not in (1, 3):
+        raise CheckpointError(f"{where}: the graph takes {channels} input channels; leanseg gives a net 1 (grey) or 3 "
+                              "(RGB) channels: export it for one of those (an RGBA net: drop the alpha channel's "
+                              "weights from its first convolution)")
     if channels is not None and card.source != "defaults" and channels != card.channels:
         said = f"{card.channels} input channel{'s' if card.channels != 1 else ''}"
         raise CheckpointError(f"{where}: the card {card.source} says {said}, the graph takes {channels}: set "

@@ -272,6 +272,13 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
         return folder / "weights.pt", "a torch.save file (a state dict or a pickled module): it holds weights, not"
     if kind == "k256_onnx":
         return onnx_of(nn.Conv2d(3, 256, 1), folder / "k256.onnx", (x,), ["image"]), "256 classes"
+    if kind == "rgba_pt2":  # four input channels, no card
+        rgba = samples.export_pt2(samples.made(in_channels=4), folder / "rgba.pt2", channels=4)
+        return rgba, "the graph takes 4 input channels; leanseg gives a net 1 (grey) or 3 (RGB) channels"
+    if kind == "rgba_onnx_card":  # and with a card saying 3: the same, not "set input.channels to 4"
+        rgba = samples.export_onnx(samples.made(in_channels=4), folder / "rgba.onnx", channels=4)
+        samples.write_card(rgba)
+        return rgba, "the graph takes 4 input channels"
     if kind == "card_classes":
         shutil.copy(models["onnx"], folder / "wrong.onnx")
         samples.write_card(folder / "wrong.onnx", classes=["a", "b", "c"], colours=[])
@@ -309,7 +316,7 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
 BAD_KINDS = ["truncated_pt2", "truncated_onnx", "truncated_leanseg", "truncated_safetensors", "two_inputs_onnx",
              "two_inputs_pt2", "one_size_pt2", "flat_pt2", "one_size_onnx", "five_d_onnx", "not_1khw_onnx",
              "half_size_onnx", "torch_save", "k256_onnx", "card_classes", "card_channels", "card_multiple",
-             "card_multiple_onnx", "card_as_model", "short_text", "short_onnx", "empty"]
+             "card_multiple_onnx", "card_as_model", "short_text", "short_onnx", "empty", "rgba_pt2", "rgba_onnx_card"]
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS)
