@@ -154,13 +154,14 @@ def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tup
     # any size, but only sizes that divide by its stride keep every level aligned (and its resizes integer).
     candidates = (multiple,) if multiple else tuple(dict.fromkeys([*([stride] if stride else []),
                                                                    *_PROBE_MULTIPLES]))
-    last_error = ""
+    last_error = telling = ""  # telling: the first failure where the graph ran (its output's shape is wrong)
     chosen = None
     for m in candidates:
-        classes, last_error = _runs(net, channels, [(3 * m, 5 * m), (5 * m, 3 * m)])
+        classes, last_error, ran = _runs(net, channels, [(3 * m, 5 * m), (5 * m, 3 * m)])
         if classes is not None:
             chosen = m
             break
+        telling = telling or (last_error if ran else "")
     # The smallest input the model is ever given is one multiple a side (or its minimum): find that minimum
     # for the chosen multiple, or for the card's or the stride's when (3, 5) multiples were too small.
     searched = chosen if chosen is not None else candidates[0] if multiple or stride else None
@@ -169,6 +170,8 @@ def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tup
         if minimum is not None and classes is not None:
             return searched, classes, minimum
         last_error = error or last_error
+    if chosen is None:
+        last_error = telling or last_error  # a wrong output shape says more than a size the graph refuses
     fixed = _fixed_output(net, channels, searched or candidates[0])
     if fixed is not None:
         raise CheckpointError(
@@ -181,7 +184,12 @@ def _probe(net: fx.GraphModule, channels: int, multiple: int, where: str) -> tup
              else f"multiples of {', '.join(map(str, candidates[:-1]))} or {candidates[-1]} px")
     raise CheckpointError(f"{where}: the graph does not run as a segmentation net (1, C, H, W) -> (1, K, H, W) on "
                           f"any input tried (heights and widths that are {tried}, up to {largest} px): "
-                          f"{last_error[:200]}")
+                          f"{_first_words(last_error, 300)}")
+
+
+def _first_words(text: str, limit: int) -> str:
+    """`text`, or its words up to `limit` characters and an ellipsis."""
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def _minimum_sides(net: fx.GraphModule, channels: int, m: int) -> tuple[tuple[int, int] | None, int | None, str]:
@@ -189,7 +197,7 @@ def _minimum_sides(net: fx.GraphModule, channels: int, m: int) -> tuple[tuple[in
     smallest square of k0 multiples it runs at, then each side alone lowered with the other at k0 multiples.
     Every size above the minimum must work too, checked at (+1, +2) and (+2, +1) multiples: a net that only
     runs at even multiples needs a larger multiple, not a minimum."""
-    classes, error = _runs(net, channels, [(m, m)])
+    classes, error, _ran = _runs(net, channels, [(m, m)])
     if classes is not None:
         return (0, 0), classes, ""
     square = next((k for k in _MINIMUM_STEPS if _runs(net, channels, [(k * m, k * m)])[0] is not None), None)
@@ -200,28 +208,31 @@ def _minimum_sides(net: fx.GraphModule, channels: int, m: int) -> tuple[tuple[in
     # Where the sides depend on each other (an InstanceNorm refuses a 1 x 1 map, not 1 x 2), the square.
     for rows, cols in dict.fromkeys([(lowest_rows, lowest_cols), (square, square)]):
         sizes = [(rows * m, cols * m), ((rows + 1) * m, (cols + 2) * m), ((rows + 2) * m, (cols + 1) * m)]
-        classes, error = _runs(net, channels, sizes)
+        classes, error, _ran = _runs(net, channels, sizes)
         if classes is not None:
             return (rows * m if rows > 1 else 0, cols * m if cols > 1 else 0), classes, ""
     return None, None, f"runs at {square * m} px a side but not at all of {sizes}: {error}"
 
 
-def _runs(net: fx.GraphModule, channels: int, sizes: list[tuple[int, int]]) -> tuple[int | None, str]:
-    """(classes, "") when the graph maps every (height, width) in `sizes` to (1, K, height, width) with one K;
-    else (None, why not)."""
+def _runs(net: fx.GraphModule, channels: int, sizes: list[tuple[int, int]]) -> tuple[int | None, str, bool]:
+    """(classes, "", True) when the graph maps every (height, width) in `sizes` to (1, K, height, width) with one
+    K; else (None, why not, whether the graph ran to an output: False for a size it refuses or fails at)."""
     try:
         shapes = [_output_shape(net, channels, height, width) for height, width in sizes]
     except (RuntimeError, ValueError, IndexError, TypeError) as err:
-        return None, str(err).splitlines()[0] if str(err) else type(err).__name__
+        return None, str(err).splitlines()[0] if str(err) else type(err).__name__, isinstance(err, _OutputShapeError)
     if len({shape[0] for shape in shapes}) == 1 and all(shape[1:] == list(size) for shape, size in zip(shapes, sizes)):
-        return shapes[0][0], ""
+        return shapes[0][0], "", True
     changed = next(((size, shape) for size, shape in zip(sizes, shapes) if shape[1:] != list(size)), None)
     if changed is None:  # every size kept, but the class count changed with the size
-        return None, f"the class count changes with the input size: {sorted({shape[0] for shape in shapes})}"
+        return None, f"the class count changes with the input size: {sorted({shape[0] for shape in shapes})}", True
     (height, width), (classes, out_height, out_width) = changed[0], changed[1]
+    if (classes, out_height) == (height, width):
+        return None, (f"a {width}x{height} px (width x height) input gives a (1, {height}, {width}, {out_width}) "
+                      f"output, channels last: make it return (1, K, H, W) (permute(0, 3, 1, 2) at its end)"), True
     return None, (f"a {width}x{height} px (width x height) input gives a {out_width}x{out_height} output "
                   f"({classes} classes): a segmentation net keeps the input's height and width (upsample its "
-                  "logits to the input's size)")
+                  "logits to the input's size)"), True
 
 
 def _fixed_output(net: fx.GraphModule, channels: int, m: int) -> tuple[int, int] | None:
@@ -255,11 +266,17 @@ def _total_stride(net: fx.GraphModule, channels: int) -> int | None:
     return stride if stride in _PROBE_MULTIPLES and stride > 1 else None
 
 
+class _OutputShapeError(ValueError):
+    """The graph ran, and its output is not one (1, K, H, W) tensor."""
+
+
 def _output_shape(net: fx.GraphModule, channels: int, height: int, width: int) -> list[int]:
     # forward, not __call__: fx's __call__ prints each failing size's traceback
     with GRAPH_LOCK, torch.inference_mode():
         y = net.forward(torch.zeros(1, channels, height, width))
     if not isinstance(y, torch.Tensor) or y.dim() != 4 or y.shape[0] != 1:
         shape = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
-        raise ValueError(f"the output is {shape}, not (1, K, H, W)")
+        squeezed = isinstance(y, torch.Tensor) and tuple(y.shape) == (1, height, width)
+        raise _OutputShapeError(f"the output is {shape}, not (1, K, H, W)" + (
+            ": keep the class axis (a binary net: (1, 1, H, W))" if squeezed else ""))
     return [int(v) for v in y.shape[1:]]

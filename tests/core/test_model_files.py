@@ -207,6 +207,24 @@ class ResizedToInput(nn.Module):
         return F.interpolate(self.conv(x), size=x.shape[-2:], mode="bilinear")
 
 
+class ChannelsLast(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:  # (1, H, W, K)
+        return self.conv(x).permute(0, 2, 3, 1)
+
+
+class Squeezed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 1, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:  # (1, H, W): a binary net's class axis dropped
+        return torch.sigmoid(self.conv(x))[:, 0]
+
+
 class Classifier(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -220,6 +238,15 @@ def onnx_of(model: nn.Module, path: Path, inputs: tuple[Tensor, ...], names: lis
     axes = {name: {t.dim() - 2: "height", t.dim() - 1: "width"} for name, t in zip(names, inputs)}
     torch.onnx.export(model.eval(), inputs, str(path), opset_version=17, dynamo=False, input_names=names,
                       output_names=["out"], dynamic_axes=axes)
+    return path
+
+
+def pt2_of(model: nn.Module, path: Path) -> Path:
+    """torch.export for heights and widths that are multiples of 32 from 32 up, as the README says to export."""
+    side = torch.export.Dim("side", min=1, max=64)
+    program = torch.export.export(model.eval(), (torch.rand(1, 3, 64, 96),),
+                                  dynamic_shapes={"x": {2: 32 * side, 3: 32 * torch.export.Dim("w", min=1, max=64)}})
+    torch.export.save(program, str(path))
     return path
 
 
@@ -267,6 +294,13 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
     if kind == "half_size_onnx":
         half = onnx_of(HalfSize(), folder / "half.onnx", (x,), ["image"])
         return half, "output (4 classes): a segmentation net keeps"
+    if kind == "half_size_pt2":  # the program refuses the small probe sizes: its output's shape is the reason
+        half = pt2_of(HalfSize(), folder / "half.pt2")
+        return half, "input gives a 80x48 output (4 classes): a segmentation net keeps the input's height and width"
+    if kind == "channels_last_pt2":
+        return pt2_of(ChannelsLast(), folder / "nhwc.pt2"), "output, channels last: make it return (1, K, H, W)"
+    if kind == "squeezed_pt2":
+        return pt2_of(Squeezed(), folder / "squeezed.pt2"), "keep the class axis (a binary net: (1, 1, H, W))"
     if kind == "torch_save":
         torch.save(HalfSize().state_dict(), folder / "weights.pt")
         return folder / "weights.pt", "a torch.save file (a state dict or a pickled module): it holds weights, not"
@@ -316,7 +350,8 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
 BAD_KINDS = ["truncated_pt2", "truncated_onnx", "truncated_leanseg", "truncated_safetensors", "two_inputs_onnx",
              "two_inputs_pt2", "one_size_pt2", "flat_pt2", "one_size_onnx", "five_d_onnx", "not_1khw_onnx",
              "half_size_onnx", "torch_save", "k256_onnx", "card_classes", "card_channels", "card_multiple",
-             "card_multiple_onnx", "card_as_model", "short_text", "short_onnx", "empty", "rgba_pt2", "rgba_onnx_card"]
+             "card_multiple_onnx", "card_as_model", "short_text", "short_onnx", "empty", "rgba_pt2", "rgba_onnx_card",
+             "half_size_pt2", "channels_last_pt2", "squeezed_pt2"]
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS)
