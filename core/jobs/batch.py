@@ -85,8 +85,9 @@ class BatchSummary:
 
 
 def model_fingerprint(segmenter: Segmenter) -> dict[str, str]:
-    """What determines the labels: the weights' sha256, the precision, mirror and multi-scale averaging (not the
-    file name). `scales` is written only when it is not the image's size alone, as manifests before it were."""
+    """What determines the labels: the weights' sha256, a graph's card, the precision, mirror and multi-scale
+    averaging (not the file name). `scales` is written only when it is not the image's size alone, as manifests
+    before it were."""
     digest = hashlib.sha256()
     path = segmenter.loaded.path
     if path is not None and Path(path).is_file():
@@ -102,6 +103,9 @@ def model_fingerprint(segmenter: Segmenter) -> dict[str, str]:
                    "mirror": segmenter.options.mirror}
     if segmenter.options.multiscale:
         fingerprint["scales"] = format_scales(segmenter.options.scales)
+    card = segmenter.loaded.info.provenance.get("card_json")
+    if card:  # a graph's card beside it (class names, mean/std, channel order) is not in the file's sha256
+        fingerprint["card"] = hashlib.sha256(str(card).encode()).hexdigest()
     return fingerprint
 
 
