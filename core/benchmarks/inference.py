@@ -49,7 +49,10 @@ def _parse_list(text: str, valid: tuple[str, ...], what: str) -> list[str]:
     items = [item.strip() for item in text.split(",") if item.strip()]
     unknown = [item for item in items if item not in valid]
     if unknown:
-        raise ValueError(f"unknown {what} {unknown}; valid: {', '.join(valid)}")
+        files = [item for item in unknown if Path(item).suffix in (".pt2", ".onnx", ".leanseg", ".safetensors")]
+        own = (f"; to benchmark a model file of your own, `leanseg bench --zoo {files[0]}` (a .pt2, with its .onnx "
+               f"beside it for ONNX Runtime) or `leanseg profile --model {files[0]}`") if files else ""
+        raise ValueError(f"unknown {what} {unknown}; valid: {', '.join(valid)}{own}")
     return items
 
 

@@ -45,10 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def zoo_models(folder: Path) -> dict[str, Path]:
-    """NAME -> NAME.pt2 for every `.pt2` in `folder`; raises ValueError naming the folder when there is none."""
+    """NAME -> NAME.pt2 for every `.pt2` in `folder` (or `folder` itself, one NAME.pt2); raises ValueError naming
+    the folder when there is none."""
+    if folder.is_file() and folder.suffix == ".pt2":  # one model of the user's own
+        return {folder.stem: folder}
     if not folder.is_dir():
-        raise ValueError(f"{folder}: no such folder (--zoo takes a folder of NAME.pt2 files, each with an optional "
-                         "NAME.onnx beside it)")
+        raise ValueError(f"{folder}: no such folder (--zoo takes a NAME.pt2 file or a folder of them, each with an "
+                         "optional NAME.onnx beside it)")
     found = {path.stem: path for path in sorted(folder.glob("*.pt2"))}
     if not found:
         raise ValueError(f"{folder}: no .pt2 models in it (save one with torch.export.save(program, 'NAME.pt2'); "

@@ -45,8 +45,9 @@ def _eager_floor(zoo_rows: list[dict[str, Any]], model: str) -> str:
 
 
 def bar_lines(zoo_rows: list[dict[str, Any]]) -> list[str]:
-    """One line per model and precision: each target's figure, met or missed."""
-    lines = []
+    """A heading, then one line per model and precision: each target's figure, met or missed."""
+    lines = ["the engine's targets, per model (what leanseg aims for on any convolutional net: a MISSED one is the "
+             "engine's shortfall, not a fault of the model):"]
     for model in dict.fromkeys(r["model"] for r in zoo_rows):
         fp32 = _row(zoo_rows, model, "engine fp32")
         if fp32 is not None:

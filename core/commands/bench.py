@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--sizes", type=str, default=None, metavar="N,N,...",
                       help="tiling benchmark at these square sizes, e.g. 1024,2048,4096,8192")
     mode.add_argument("--zoo", type=Path, default=None, metavar="DIR",
-                      help="every NAME.pt2 (+ NAME.onnx) in DIR and leanseg's U-Nets: eager, engine, ONNX Runtime")
+                      help="every NAME.pt2 (+ NAME.onnx) in DIR, or one NAME.pt2 of your own, and leanseg's U-Nets: "
+                           "eager, engine, ONNX Runtime")
     parser.add_argument("--out", type=Path, default=Path("out/bench"), help="folder for JSON and PNG")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads per configuration")
     add_device_option(parser)

@@ -48,8 +48,9 @@ def detect_format(path: Path) -> str:
                                  f"{path.parent / 'best.safetensors'} (written at its first validation), or "
                                  "train's --export copy of them")
         if torch_save:
-            return _refuse(path, "a torch.save file (a state dict or a pickled module): it holds weights, not the "
-                                 "network; export the model with torch.export or torch.onnx (README, 'Exporting a "
+            return _refuse(path, "a torch.save file (a state dict or a pickled module), which leanseg does not open: "
+                                 "a state dict holds weights without the network, and unpickling a module runs its "
+                                 "code; export the model with torch.export or torch.onnx (README, 'Exporting a "
                                  "PyTorch model')")
         return _refuse(path, "a zip archive, but not a torch.export .pt2")
     header_size = struct.unpack("<Q", head[:8])[0]

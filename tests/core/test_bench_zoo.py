@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.export import Dim
 
-from leanseg.core.benchmarks.zoo import bf16_convolutions
+from leanseg.core.benchmarks.zoo import bf16_convolutions, zoo_models
 
 CLASSES = 4
 HAS_ORT = importlib.util.find_spec("onnxruntime") is not None
@@ -106,6 +106,7 @@ def test_bench_zoo_measures_every_configuration_of_a_zoo_model_and_leansegs_own(
     tiny_fp32 = next(line for line in payload["summary"] if line.startswith("tiny fp32:"))
     assert "eager itself at 1 thread(s): " in tiny_fp32, tiny_fp32
     assert "| tiny " in proc.stdout
+    assert "the engine's targets, per model" in proc.stdout and "not a fault of the model" in proc.stdout
     assert ("geometric mean of engine fp32 latency / ONNX Runtime's over 1 zoo models" in proc.stdout) == HAS_ORT
 
 
@@ -144,3 +145,14 @@ def test_bench_zoo_refuses_bad_choices_naming_the_valid_ones(zoo: Path, tmp_path
 def test_bench_zoo_names_a_folder_without_models(tmp_path: Path) -> None:
     proc = bench("--zoo", str(tmp_path), "--out", str(tmp_path / "bench"))
     assert proc.returncode == 2 and f"{tmp_path}: no .pt2 models in it" in proc.stdout
+
+
+def test_zoo_takes_one_model_file_of_the_users_own(zoo: Path) -> None:
+    assert zoo_models(zoo / "tiny.pt2") == {"tiny": zoo / "tiny.pt2"}
+    assert zoo_models(zoo)["tiny"] == zoo / "tiny.pt2"
+
+
+def test_a_model_file_given_to_inference_models_is_pointed_to_zoo(zoo: Path, tmp_path: Path) -> None:
+    proc = bench("--inference-models", str(zoo / "tiny.pt2"), "--out", str(tmp_path / "bench"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"to benchmark a model file of your own, `leanseg bench --zoo {zoo / 'tiny.pt2'}`" in proc.stdout

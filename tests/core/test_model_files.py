@@ -303,7 +303,7 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
         return pt2_of(Squeezed(), folder / "squeezed.pt2"), "keep the class axis (a binary net: (1, 1, H, W))"
     if kind == "torch_save":
         torch.save(HalfSize().state_dict(), folder / "weights.pt")
-        return folder / "weights.pt", "a torch.save file (a state dict or a pickled module): it holds weights, not"
+        return folder / "weights.pt", "a torch.save file (a state dict or a pickled module), which leanseg does not"
     if kind == "k256_onnx":
         return onnx_of(nn.Conv2d(3, 256, 1), folder / "k256.onnx", (x,), ["image"]), "256 classes"
     if kind == "rgba_pt2":  # four input channels, no card
