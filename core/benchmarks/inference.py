@@ -50,8 +50,10 @@ def _parse_list(text: str, valid: tuple[str, ...], what: str) -> list[str]:
     unknown = [item for item in items if item not in valid]
     if unknown:
         files = [item for item in unknown if Path(item).suffix in (".pt2", ".onnx", ".leanseg", ".safetensors")]
-        own = (f"; to benchmark a model file of your own, `leanseg bench --zoo {files[0]}` (a .pt2, with its .onnx "
-               f"beside it for ONNX Runtime) or `leanseg profile --model {files[0]}`") if files else ""
+        zoo = f"`leanseg bench --zoo {files[0]}` (with its .onnx beside it for ONNX Runtime) or " if files and \
+            files[0].endswith(".pt2") else ""
+        own = (f"; to benchmark a model file of your own, {zoo}`leanseg profile --model {files[0]}`"
+               if files else "")
         raise ValueError(f"unknown {what} {unknown}; valid: {', '.join(valid)}{own}")
     return items
 

@@ -49,6 +49,9 @@ def zoo_models(folder: Path) -> dict[str, Path]:
     the folder when there is none."""
     if folder.is_file() and folder.suffix == ".pt2":  # one model of the user's own
         return {folder.stem: folder}
+    if folder.is_file():
+        raise ValueError(f"{folder}: --zoo takes a NAME.pt2 (its NAME.onnx beside it adds ONNX Runtime) or a folder "
+                         "of them; for another model file, `leanseg profile --model FILE` compares eager and engine")
     if not folder.is_dir():
         raise ValueError(f"{folder}: no such folder (--zoo takes a NAME.pt2 file or a folder of them, each with an "
                          "optional NAME.onnx beside it)")

@@ -82,8 +82,10 @@ def assumptions(source: Path, card: ModelCard, loaded: LoadedModel) -> str:
     multiple = getattr(config, "size_multiple", 0)
     probed = f"size multiple {multiple} (from a probe)" if not card.size_multiple else f"size multiple {multiple}"
     if card.source == "defaults":
+        default_names = (", ".join(info.class_names) if getattr(config, "one_channel", False)  # a binary net
+                         else f"class 0..{config.num_classes - 1}")
         return (f"no card beside {source.name} (looked for {card_path_for(source).name}): assumed default class "
-                f"names (class 0..{config.num_classes - 1}), a fixed palette, {default_input(config.in_channels)}, "
+                f"names ({default_names}), a fixed palette, {default_input(config.in_channels)}, "
                 "logits; "
                 f"{config.num_classes} classes (from the graph), {probed}")
     assumed = [text for missing, text in ((not card.classes, "default class names"),

@@ -10,6 +10,7 @@ writer thread: sinks must be thread-safe (the GUI's turn them into queued signal
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 import time
@@ -24,6 +25,7 @@ from ..engine.multiscale import format_scales
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event, said_once
 from ..io.images import ALPHA_IGNORED
 from ..io.outputs import OutputPathError, check_output_folder
+from ..model.checkpoint import ModelInfo
 from ..predict import Segmentation, Segmenter
 from .batch_image import ReadInput, check_outputs_free, error_record, finish_image, read_input
 from .batch_plan import (
@@ -103,10 +105,20 @@ def model_fingerprint(segmenter: Segmenter) -> dict[str, str]:
                    "mirror": segmenter.options.mirror}
     if segmenter.options.multiscale:
         fingerprint["scales"] = format_scales(segmenter.options.scales)
-    card = segmenter.loaded.info.provenance.get("card_json")
-    if card:  # a graph's card beside it (class names, mean/std, channel order) is not in the file's sha256
-        fingerprint["card"] = hashlib.sha256(str(card).encode()).hexdigest()
+    if segmenter.loaded.info.provenance.get("card_json"):  # a graph's card is not in the file's sha256
+        fingerprint["card"] = card_digest(segmenter.loaded.info)
     return fingerprint
+
+
+def card_digest(info: ModelInfo) -> str:
+    """sha256 of what a graph's card gives that shapes the outputs: class names and colours, mean/std, channel
+    order and output kind (not its name, architecture or other keys, nor whether a default was written out)."""
+    card = json.loads(str(info.provenance["card_json"]))
+    shaping = {"classes": list(info.class_names), "colours": [list(c) for c in info.class_colours],
+               "mean": list(info.mean), "std": list(info.std),
+               "channel_order": card.get("input", {}).get("channel_order", "RGB"),
+               "output": (str(card.get("output") or "logits").split() or ["logits"])[0]}
+    return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()
 
 
 def run_batch(

@@ -15,7 +15,7 @@ from torch import fx
 from ..engine.graph_lock import GRAPH_LOCK
 from .card import GREY_MEAN, GREY_STD, ModelCard
 from .checkpoint import CheckpointError, LoadedModel, ModelInfo
-from .graph_model import GraphModel, GraphModelConfig
+from .graph_model import GraphModel, GraphModelConfig, drop_final_sigmoid
 
 _PROBE_MULTIPLES = (1, 2, 4, 8, 16, 32, 64, 128)
 # Sides (in multiples) tried as a minimum when one multiple a side is too small: smp's PAN pools its 1/32 map
@@ -44,8 +44,11 @@ def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | Non
     if classes > 255:
         raise CheckpointError(f"{where}: the graph outputs {classes} classes; labels are 8-bit, at most 255")
     one_channel = classes == 1
+    probabilities = card.output_kind == "probabilities"
     if one_channel:
         card, classes = binary_card(card, where), 2
+        if drop_final_sigmoid(net):  # its logit instead: the same labels, and the engine's tail takes it in
+            probabilities = False
     elif card.classes and len(card.classes) != classes:
         raise CheckpointError(f"{where}: the card {card.source} lists {len(card.classes)} classes, the graph "
                               f"outputs {classes}: give it {classes} names")
@@ -53,8 +56,7 @@ def graph_model_with_card(net: fx.GraphModule, card: ModelCard, path: Path | Non
     max_size = _largest_size(net, multiple)
     config = GraphModelConfig(num_classes=classes, in_channels=channels, size_multiple=multiple, min_size=min_size,
                               max_size=max_size, source_format=kind, one_channel=one_channel)
-    model = GraphModel(net, config, bgr=card.channel_order == "BGR",
-                       probabilities=card.output_kind == "probabilities").eval()
+    model = GraphModel(net, config, bgr=card.channel_order == "BGR", probabilities=probabilities).eval()
     info = ModelInfo(
         config=config,  # type: ignore[arg-type]
         class_names=card.class_names(classes), class_colours=card.class_colours(classes),

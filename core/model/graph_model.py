@@ -44,9 +44,10 @@ class GraphModelConfig:
 class GraphModel(nn.Module):
     """(1, C, H, W) -> (1, K, H, W) logits for any H, W: pad to `size_multiple`, run the graph, crop.
 
-    A graph with one output channel is a binary net: its logit z becomes the two logits (0, z), whose softmax is
-    (1 - sigmoid(z), sigmoid(z)), and its probability p becomes (1 - p, p); the argmax is the foreground where
-    sigmoid(z) or p is above 0.5.
+    A graph with one output channel is a binary net: its logit z becomes the two logits (-z/2, z/2), whose softmax
+    is (1 - sigmoid(z), sigmoid(z)): a fixed 1x1 convolution before the crop, so the engine's labels-out tail takes
+    it in like any head; a probability p (a graph that does not end in a sigmoid leanseg can drop) becomes
+    (1 - p, p). The argmax is the foreground where sigmoid(z) or p is above 0.5.
     """
 
     def __init__(self, net: fx.GraphModule, config: GraphModelConfig, *, bgr: bool = False,
@@ -56,6 +57,7 @@ class GraphModel(nn.Module):
         self.config = config  # its sizes, the same object its ModelInfo holds
         self.bgr = bgr  # the net expects BGR channel order
         self.probabilities = probabilities  # the net ends in a softmax: return log-probabilities as logits
+        self.two_logits = binary_logits() if config.one_channel and not probabilities else None
 
     @property
     def size_multiple(self) -> int:
@@ -78,12 +80,43 @@ class GraphModel(nn.Module):
             padded = padding.pad_to_multiple(x, self.size_multiple, self.min_size)
         else:
             padded = padding.pad_to_multiple(x, self.size_multiple)
-        y = padding.crop_like(self.net(padded), x)  # (1, K, H, W); K = 1 for a binary net
-        if self.config.one_channel:
-            y = torch.cat([1 - y, y] if self.probabilities else [torch.zeros_like(y), y], 1)  # (1, 2, H, W)
+        y = self.net(padded)  # (1, K, H', W'); K = 1 for a binary net
+        if self.two_logits is not None:
+            y = self.two_logits(y)  # (1, 2, H', W'): (-z/2, z/2)
+        y = padding.crop_like(y, x)  # (1, K, H, W)
+        if self.config.one_channel and self.probabilities:
+            y = torch.cat([1 - y, y], 1)  # (1, 2, H, W)
         if self.probabilities:
             y = torch.log(y.clamp_min(1e-12))  # argmax unchanged; softmax of it gives the probabilities back
         return y
+
+
+def binary_logits() -> nn.Conv2d:
+    """The fixed 1x1 convolution z -> (-z/2, z/2): two logits whose softmax is (sigmoid(-z), sigmoid(z))."""
+    conv = nn.Conv2d(1, 2, 1, bias=False)
+    conv.weight.requires_grad_(False)
+    with torch.no_grad():
+        conv.weight.copy_(torch.tensor([-0.5, 0.5]).view(2, 1, 1, 1))
+    return conv
+
+
+def drop_final_sigmoid(net: fx.GraphModule) -> bool:
+    """Make a graph that ends in a sigmoid return its input (the logit) instead; whether it did. For a binary
+    net the logit gives the same labels and, through the softmax of (-z/2, z/2), the same probabilities, with
+    or without a card saying "probabilities"."""
+    output = next(node for node in net.graph.nodes if node.op == "output")
+    last = output.args[0]
+    if not isinstance(last, fx.Node) or len(last.users) != 1:
+        return False
+    is_sigmoid = (last.op == "call_module" and isinstance(net.get_submodule(str(last.target)), nn.Sigmoid)) or (
+        last.op == "call_function" and last.target in (torch.sigmoid, torch.ops.aten.sigmoid.default))
+    if not is_sigmoid or not isinstance(last.args[0], fx.Node):
+        return False
+    output.replace_input_with(last, last.args[0])
+    net.graph.erase_node(last)
+    net.graph.eliminate_dead_code()
+    net.recompile()
+    return True
 
 
 def _leaves_for_any_tracer(net: fx.GraphModule) -> fx.GraphModule:

@@ -1,5 +1,6 @@
 """A batch resumed after the model's card changed (class names, mean/std) is refused like one with other weights:
-the card is not in the graph file's sha256, and the results were made with the old one."""
+the card is not in the graph file's sha256, and the results were made with the old one. A new name or
+description in the card changes no output, and resumes."""
 from __future__ import annotations
 
 import json
@@ -37,6 +38,6 @@ def test_a_batch_resumed_after_its_card_changed_is_refused_and_nothing_is_redone
     assert "model " not in said.split("made with")[1]  # the weights are the same: only the card is named
     assert (out / "a_labels.png").read_bytes() == labels and (out / "summary.csv").read_text() == summary
 
-    card.write_text(original)
-    assert main(command) == 0  # the card as it was: resumed, nothing to redo
+    card.write_text(json.dumps({**json.loads(original), "name": "renamed", "architecture": "described anew"}))
+    assert main(command) == 0  # a name or a description shapes no output: resumed, nothing to redo
     assert "already done" in capsys.readouterr().out

@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from leanseg.core.cli import main
+from leanseg.core.engine import compile
+from leanseg.core.model.card import IMAGENET_MEAN, IMAGENET_STD
 from leanseg.core.model.checkpoint import CheckpointError
 from leanseg.core.model.sources import load_model
 
@@ -31,10 +33,11 @@ class Sigmoid(nn.Module):
         return torch.sigmoid(self.net(x))
 
 
-def _padded_forward(model: nn.Module, rgb: np.ndarray) -> Tensor:
+def _padded_forward(model: nn.Module, rgb: np.ndarray, mean: tuple[float, ...] = samples.MEAN,
+                    std: tuple[float, ...] = samples.STD) -> Tensor:
     """Eager PyTorch on the normalised image padded to the multiple, cropped back: (1, 1, H, W)."""
     x = torch.from_numpy(rgb).permute(2, 0, 1).float()[None] / 255.0
-    x = (x - torch.tensor(samples.MEAN)[:, None, None]) / torch.tensor(samples.STD)[:, None, None]
+    x = (x - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
     padded = F.pad(x, (0, -WIDTH % samples.MULTIPLE, 0, -HEIGHT % samples.MULTIPLE))
     with torch.inference_mode():
         return model(padded)[:, :, :HEIGHT, :WIDTH]
@@ -95,11 +98,13 @@ def test_the_card_names_the_one_class_after_the_background(models: dict[tuple[st
     assert info.class_colours == ((0, 0, 0), (255, 0, 0))
 
 
-def test_without_a_card_a_binary_net_is_background_and_foreground(models: dict[tuple[str, str], Path],
-                                                                 tmp_path: Path) -> None:
+def test_without_a_card_a_binary_net_is_background_and_foreground(
+        models: dict[tuple[str, str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bare = tmp_path / "bare.onnx"
     bare.write_bytes(models["onnx", "logits"].read_bytes())
     assert load_model(bare).info.class_names == ("background", "foreground")
+    assert main(["import-model", str(bare), "--out", str(tmp_path / "bare.leanseg")]) == 0
+    assert "assumed default class names (background, foreground)" in capsys.readouterr().out
 
 
 def test_a_card_with_both_names_is_taken_and_one_with_three_is_refused(models: dict[tuple[str, str], Path],
@@ -113,3 +118,37 @@ def test_a_card_with_both_names_is_taken_and_one_with_three_is_refused(models: d
     with pytest.raises(CheckpointError, match=r"net\.pt2.*lists 3 classes, the graph outputs 1 channel \(a binary "
                                               r"net\): give it 1 name"):
         load_model(model)
+
+
+def test_a_sigmoid_net_without_a_card_is_read_by_its_sigmoid_not_as_logits(
+        models: dict[tuple[str, str], Path], binary_net: nn.Module, image: tuple[Path, np.ndarray],
+        tmp_path: Path) -> None:
+    """Without a card the output is taken for logits; a graph that ends in a sigmoid says otherwise itself."""
+    bare = tmp_path / "bare.pt2"
+    bare.write_bytes(models["pt2", "probabilities"].read_bytes())
+    path, rgb = image
+    assert main(["segment", str(path), "--model", str(bare), "--out", str(tmp_path), "--device", "cpu",
+                 "--mirror", "off", "--no-overlay"]) == 0
+    probability = torch.sigmoid(_padded_forward(binary_net, rgb, IMAGENET_MEAN, IMAGENET_STD))[0, 0].numpy()
+    labels = cv2.imread(str(tmp_path / "cells_labels.png"), cv2.IMREAD_UNCHANGED)
+    sure = np.abs(probability - 0.5) > 1e-3
+    assert 0.05 < (probability > 0.5).mean() < 0.95  # taken for logits, every pixel would be foreground
+    np.testing.assert_array_equal(labels[sure], (probability > 0.5)[sure])
+
+
+@pytest.mark.parametrize("kind", ["logits", "probabilities"])
+def test_the_engine_keeps_its_labels_out_tail_and_exact_tiles_match_one_pass(
+        kind: str, models: dict[tuple[str, str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = compile(load_model(models["onnx", kind]).model, device="cpu")
+    assert any(note.startswith("labels-out tail") for note in plan.notes), plan.notes
+    big = tmp_path / "big.png"
+    samples.write_image(big, 400, 520, seed=5)
+    for name, extra in (("whole", ["--tiling", "off"]), ("tiled", ["--tiling", "exact", "--memory-budget", "6MB"])):
+        out = tmp_path / name
+        assert main(["segment", str(big), "--model", str(models["onnx", kind]), "--out", str(out), "--device", "cpu",
+                     "--mirror", "off", "--no-overlay", *extra]) == 0
+    assert "tiling exact: " in capsys.readouterr().out  # the budget made it tile, with the exact halo
+    whole = cv2.imread(str(tmp_path / "whole" / "big_labels.png"), cv2.IMREAD_UNCHANGED)
+    tiled = cv2.imread(str(tmp_path / "tiled" / "big_labels.png"), cv2.IMREAD_UNCHANGED)
+    assert 0.1 < whole.mean() < 0.9
+    np.testing.assert_array_equal(tiled, whole)
