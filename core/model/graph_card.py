@@ -13,7 +13,7 @@ import torch
 from torch import fx
 
 from ..engine.graph_lock import GRAPH_LOCK
-from .card import GREY_MEAN, GREY_STD, ModelCard
+from .card import GREY_MEAN, GREY_STD, ModelCard, default_palette
 from .checkpoint import CheckpointError, LoadedModel, ModelInfo
 from .graph_model import GraphModel, GraphModelConfig, drop_final_sigmoid
 
@@ -89,7 +89,7 @@ def binary_card(card: ModelCard, where: str) -> ModelCard:
                               "outputs 1 channel (a binary net): give it 1 name (its class) or 2 (background, "
                               "then its class)")
     names = card.classes if len(card.classes) == 2 else ("background", *(card.classes or ("foreground",)))
-    colours = card.colours
+    colours = card.colours or default_palette(1)  # the background black: the overlay marks the class alone
     if len(colours) == 1:
         colours = ((0, 0, 0), *colours)
     return replace(card, classes=names, colours=colours if len(colours) == 2 else ())

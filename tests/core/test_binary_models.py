@@ -102,7 +102,8 @@ def test_without_a_card_a_binary_net_is_background_and_foreground(
         models: dict[tuple[str, str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bare = tmp_path / "bare.onnx"
     bare.write_bytes(models["onnx", "logits"].read_bytes())
-    assert load_model(bare).info.class_names == ("background", "foreground")
+    info = load_model(bare).info
+    assert info.class_names == ("background", "foreground") and info.class_colours[0] == (0, 0, 0)
     assert main(["import-model", str(bare), "--out", str(tmp_path / "bare.leanseg")]) == 0
     assert "assumed default class names (background, foreground)" in capsys.readouterr().out
 
