@@ -106,9 +106,11 @@ def _warn_unknown_labels(truth: np.ndarray, label_path: Path, k: int, ignore_ind
         return False
     shown = f"{values[0]}..{values[-1]}" if len(values) > 2 and values[-1] - values[0] == len(values) - 1 \
         else ", ".join(str(v) for v in values)
+    hint = ("; a 0/255 mask? a binary net's labels are 0 and 1: save the masks with 1 for the class"
+            if k == 2 and values == [255] else "")
     bar.print_above(f"warning: labels hold values {shown} the model does not have (its {k} classes: 0..{k - 1}), "
-                    f"e.g. {label_path}; they are left out of the figures: is this the model for these labels?",
-                    sys.stderr)
+                    f"e.g. {label_path}; they are left out of the figures: is this the model for these labels?"
+                    f"{hint}", sys.stderr)
     return True
 
 

@@ -153,3 +153,16 @@ def test_the_engine_keeps_its_labels_out_tail_and_exact_tiles_match_one_pass(
     tiled = cv2.imread(str(tmp_path / "tiled" / "big_labels.png"), cv2.IMREAD_UNCHANGED)
     assert 0.1 < whole.mean() < 0.9
     np.testing.assert_array_equal(tiled, whole)
+
+
+def test_eval_of_a_binary_net_on_0_255_masks_says_what_the_labels_should_hold(
+        models: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+    from .test_eval_cli import leanseg_eval
+    from .test_train import make_dataset
+
+    data = make_dataset(tmp_path / "data", train=1, val=2)
+    for path in (data / "val" / "labels").iterdir():
+        cv2.imwrite(str(path), np.where(cv2.imread(str(path), cv2.IMREAD_UNCHANGED) == 0, 255, 0).astype(np.uint8))
+    result = leanseg_eval(data, models["onnx", "logits"])
+    assert result.returncode == 0, result.stderr
+    assert "a 0/255 mask? a binary net's labels are 0 and 1: save the masks with 1 for the class" in result.stderr
