@@ -23,7 +23,7 @@ from ..model.catalog import display_name
 from ..model.checkpoint import CheckpointError, LoadedModel
 from ..model.model_names import ModelNameError, find_model
 from ..model.sources import load_model as open_model_file
-from ..model.sources import size_range_note
+from ..model.sources import size_range_phrase
 from ..predict import ENGINES, MIRROR_MODES, PRECISIONS, TILING_MODES, InferenceOptions, Segmenter
 from ..segment_tiled import check_budget
 
@@ -157,7 +157,7 @@ def describe_segmenter(segmenter: Segmenter) -> str:
     card = provenance.get("card")
     in_file = provenance.get("format") in ("bundle", "leanseg")  # its card travels inside it
     card_note = f", card {Path(card).name}" if card and card != "defaults" and not in_file else ""
-    details = f"{segmenter.info.config.num_classes} classes{card_note}"
+    details = f"{segmenter.info.config.num_classes} classes{card_note}{size_range_phrase(segmenter.info.config)}"
     path = segmenter.loaded.path
     name = str(provenance.get("name") or "")
     if path is None:
@@ -170,9 +170,6 @@ def describe_segmenter(segmenter: Segmenter) -> str:
     for averaging in options.averaging:
         line += f", {averaging}" + (" (--mirror off: half the time)" if averaging == "mirror averaging" else "")
     notes = list(segmenter.notes)
-    size_note = size_range_note(segmenter.loaded)
-    if size_note:
-        notes.append(size_note)
     if segmenter.info.provenance.get("card") == "defaults":
         path = segmenter.loaded.path
         notes.append(f"no card beside {path}: default class names and palette, "

@@ -90,6 +90,8 @@ class TilingPlan:
                  else f"receptive field {self.exact_halo_px} px")
         if self.max_read_px is not None:
             field += f"; the model takes at most {_sides(self.max_read_px)} px a pass"
+            if any(limit and side > limit for side, limit in zip((self.height, self.width), self.max_read_px)):
+                field += ", the range it was exported for: export it with a larger max to run this image whole"
         return (f"tiling {self.mode}: {grid} {tile_cols}x{tile_rows} px (width x height) + halo {self.halo_px} px "
                 f"({field}){estimate} per tile{budget}")
 

@@ -162,21 +162,17 @@ def describe(loaded: LoadedModel) -> str:
     multiple = getattr(info.config, "size_multiple", 32)
     min_h, min_w = getattr(info.config, "min_size", (0, 0))
     padded = f", padded to at least {min_h or multiple} x {min_w or multiple} px" if min_h or min_w else ""
-    max_h, max_w = getattr(info.config, "max_size", (0, 0))
-    bounded = (f", at most {max_w or 'any'}x{max_h or 'any'} px (width x height) a pass (its export's range)"
-               if max_h or max_w else "")
+    bounded = size_range_phrase(info.config)
     return f"{name} ({fmt}, {info.config.num_classes} classes, size multiple {multiple}{padded}{bounded}{tail})"
 
 
-def size_range_note(loaded: LoadedModel) -> str | None:
-    """For a graph exported for a bounded size range, the line to show when it loads; else None."""
-    max_h, max_w = getattr(loaded.info.config, "max_size", (0, 0))
+def size_range_phrase(config: object) -> str:
+    """", at most WxH px (width x height) a pass (its export's range)" for a graph exported for a bounded size
+    range, else "". Larger images are cut into tiles that fit; the tile plan's line says so when it happens."""
+    max_h, max_w = getattr(config, "max_size", (0, 0))
     if not (max_h or max_w):
-        return None
-    where = loaded.path or "the model"
-    return (f"{where} takes at most {max_w or 'any'}x{max_h or 'any'} px (width x height) in one pass, the range "
-            "it was exported for (torch.export's Dim max, or a branch on the input size): larger images are cut "
-            "into tiles that fit; to run them whole, export it again with a larger max")
+        return ""
+    return f", at most {max_w or 'any'}x{max_h or 'any'} px (width x height) a pass (its export's range)"
 
 
 def is_zip(path: Path) -> bool:

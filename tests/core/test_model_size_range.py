@@ -22,7 +22,7 @@ from leanseg.core.engine.frontends.ir import OutsideCapturedSizes
 from leanseg.core.engine.tile_plan import choose_tiling, reads_within
 from leanseg.core.engine.tiling import ArraySink, array_source, run_tiles
 from leanseg.core.io.images import ImageData, to_model_input
-from leanseg.core.model.sources import describe, load_model, size_range_note
+from leanseg.core.model.sources import describe, load_model
 from leanseg.core.predict import InferenceOptions, Segmenter
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -57,8 +57,6 @@ def test_the_range_is_said_when_it_loads(bounded: tuple[Path, nn.Module]) -> Non
     loaded = load_model(bounded[0])
     assert loaded.model.max_size == (64, 96) and loaded.info.config.max_size == (64, 96)
     assert "at most 96x64 px (width x height) a pass (its export's range)" in describe(loaded)
-    note = size_range_note(loaded)
-    assert note is not None and note.startswith(f"{bounded[0]} takes at most 96x64 px (width x height)")
 
 
 def test_a_larger_image_is_refused_naming_the_file_and_the_export_max(bounded: tuple[Path, nn.Module]) -> None:
@@ -76,7 +74,10 @@ def test_tiles_within_the_range_segment_a_larger_image_exactly(bounded: tuple[Pa
     segmenter = Segmenter(loaded, InferenceOptions(device="cpu", mirror="off"))
     pixels = np.random.default_rng(0).integers(0, 256, (150, 211, 3), dtype=np.uint8)
     plan = segment_tiled.plan_tiles(segmenter, 150, 211, "labels")
-    assert plan.mode == "exact" and "the model takes at most 96x64 px a pass" in plan.describe()
+    assert plan.mode == "exact" and "the model takes at most 96x64 px a pass, the range it was exported for: " \
+        "export it with a larger max to run this image whole" in plan.describe()
+    inside = segment_tiled.plan_tiles(segmenter, 60, 90, "labels")  # fits: the plan says nothing of the range
+    assert inside.mode == "whole" and "range" not in inside.describe()
     assert all(t.read[1] - t.read[0] <= 64 and t.read[3] - t.read[2] <= 96 for t in plan.tiles())
     labels = np.zeros((150, 211), np.uint8)
     source = array_source(pixels, lambda p: to_model_input(ImageData(p), 3, loaded.info.mean, loaded.info.std))
@@ -142,14 +143,16 @@ def test_tiles_split_after_running_out_of_memory_stay_within_the_range(
 
 
 def test_segment_tiles_a_larger_image_within_the_range(bounded: tuple[Path, nn.Module], tmp_path: Path) -> None:
-    """The CLI end to end: the load note, tiles within the range, and labels written for the whole image."""
+    """The CLI end to end: the range in the model's line (once, not a note on every run), tiles within it with the
+    way to run the image whole, and labels written for the whole image."""
     image = tmp_path / "big.png"
     cv2.imwrite(str(image), np.random.default_rng(1).integers(0, 256, (150, 211, 3), dtype=np.uint8))
     done = subprocess.run([sys.executable, "-m", "leanseg.core", "segment", str(image), "--model", str(bounded[0]),
                            "--out", str(tmp_path / "out"), "--threads", "1", "--device", "cpu"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert f"note: {bounded[0]} takes at most 96x64 px (width x height) in one pass" in done.stdout
-    assert "the model takes at most 96x64 px a pass" in done.stdout
+    assert "at most 96x64 px (width x height) a pass (its export's range)" in done.stdout.splitlines()[0]
+    assert not any("range" in line for line in done.stdout.splitlines() if line.startswith("note:"))
+    assert "the model takes at most 96x64 px a pass, the range it was exported for" in done.stdout
     labels = cv2.imread(str(tmp_path / "out" / "big_labels.png"), cv2.IMREAD_UNCHANGED)
     assert labels.shape == (150, 211) and labels.max() < 4
