@@ -156,7 +156,9 @@ def test_cluster_batch_killed_midway_resumes(
     folder, checkpoint = batch_inputs
     out = tmp_path / "out"
     driver, command, env = _driver_once(cluster, folder, out, checkpoint,
-                                        lambda: out.is_dir() and len(list(out.glob("*_labels.png"))) >= 6)
+                                        # the driver records an image after the actor wrote it: wait for both
+                                        lambda: out.is_dir() and len(list(out.glob("*_labels.png"))) >= 6
+                                        and len(recorded_ok(out)) >= 1)
     driver.send_signal(signal.SIGKILL)
     driver.communicate()
     _wait_until_quiet(out)
