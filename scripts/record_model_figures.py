@@ -28,8 +28,12 @@ def main(argv: list[str]) -> int:
         return 1
     try:
         figures = json.loads(figures_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        print(f"error: {figures_path}: not a JSON file ({err})", file=sys.stderr)
+        return 1
+    try:
         loaded = load_checkpoint(source)
-    except (OSError, ValueError, CheckpointError) as err:  # JSONDecodeError is a ValueError
+    except (OSError, CheckpointError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     if not isinstance(figures, dict):
