@@ -31,17 +31,18 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         print(f"error: {figures_path}: not a JSON file ({err})", file=sys.stderr)
         return 1
+    if not isinstance(figures, dict):
+        print(f"error: {figures_path}: figures must be a JSON object, got {type(figures).__name__}", file=sys.stderr)
+        return 1
     try:
         loaded = load_checkpoint(source)
     except (OSError, CheckpointError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    if not isinstance(figures, dict):
-        print(f"error: {figures_path}: figures must be a JSON object, got {type(figures).__name__}", file=sys.stderr)
-        return 1
-    clashes = sorted(set(figures) & set(loaded.info.provenance))
+    clashes = sorted(set(figures) & (set(loaded.info.provenance) | {"copied_from"}))  # the copy's own key
     if clashes:
-        print(f"error: {figures_path}: {', '.join(clashes)} already in {source}'s provenance", file=sys.stderr)
+        print(f"error: {figures_path}: {', '.join(clashes)} already in {source}'s provenance (or the copy's own)",
+              file=sys.stderr)
         return 1
     provenance = {**loaded.info.provenance, **figures,
                   "copied_from": {"file": str(source), "sha256": hashlib.sha256(source.read_bytes()).hexdigest()}}
