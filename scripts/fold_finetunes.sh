@@ -1,7 +1,8 @@
 #!/bin/bash
 # Rules 21 and 23 on one held-out-sequence fold: three 20-epoch full-size fine-tunes of a parent's fold weights
 # (B3 lr 5e-4 seed 0; C3 lr 1e-3 seed 1; E3 lr 1e-3 seed 3 with class weights ^0.25), their uniform average, and
-# each scored fp32 on the held-out sequence. A fine-tune that already ran all 20 epochs is not run again.
+# each scored fp32 on the held-out sequence. A fine-tune carries on from its last.pt (`--resume`; one that ran all
+# 20 epochs runs none).
 #   scripts/fold_finetunes.sh SEQ PARENT.safetensors TAG     (runs/fold-SEQ-TAG-{b3,c3,e3,s3}, runs/eval-SEQ-TAG-*.txt)
 set -u
 cd "$(dirname "$0")/.."
@@ -23,11 +24,9 @@ score() {  # run folder, name
 finetune() {  # name, its own options
   local name=$1; shift
   local out=runs/fold-$SEQ-$TAG-$name
-  if ! grep -q '"epoch": 20' "$out/history.json" 2>/dev/null; then
-    echo "$(date +%T) start $name"
-    nice -n 5 .venv/bin/leanseg train "${COMMON[@]}" --out "$out" --resume "$@" > "$out.log" 2>&1 \
-      || { echo "$name failed: $out.log"; exit 1; }
-  fi
+  echo "$(date +%T) start $name"
+  nice -n 5 .venv/bin/leanseg train "${COMMON[@]}" --out "$out" --resume "$@" >> "$out.log" 2>&1 \
+    || { echo "$name failed: $out.log"; exit 1; }
   score "$out" "$name"
 }
 finetune b3 --lr 5e-4 --seed 0
