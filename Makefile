@@ -48,8 +48,10 @@ lint: $(TEST_STAMP)
 	$(BIN)/mypy core gui
 	$(BIN)/lint-imports
 
+# The core tests run on two workers (pytest-xdist), a whole file to a worker so its module fixtures are built once:
+# most of their time is subprocesses starting torch, one core each. The GUI tests are short and run in one process.
 test: lint
-	$(BIN)/python -m pytest -q tests/core
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/core
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q tests/gui
 
 clean:

@@ -115,22 +115,21 @@ def assert_engine_equals_eager(rows: dict[str, dict]) -> None:
 def test_bench_zoo_rounds_take_the_median_of_each_rounds_ratio_on_leansegs_own_model(zoo: Path,
                                                                                       tmp_path: Path) -> None:
     """--rounds 2 on leanseg's own MobileUNet (built, not read from the zoo folder; its ONNX exported by bench
-    itself): every configuration measured and agreeing with eager, and timed
-    twice, each in a new process; a ratio is the median of the two rounds' ratios (their mean), not the ratio of
-    the medians."""
+    itself): each configuration measured and agreeing with eager, and timed twice, each in a new process; a ratio
+    is the median of the two rounds' ratios (their mean), not the ratio of the medians. bf16 is left to the tiny
+    zoo model above: on MobileUNet it doubles the test's time and checks nothing this test is about."""
     out = tmp_path / "bench"
-    proc = bench("--zoo", str(zoo), "--zoo-models", "MobileUNet", "--zoo-configs", "fp32,bf16,ort", "--size", "64",
+    proc = bench("--zoo", str(zoo), "--zoo-models", "MobileUNet", "--zoo-configs", "fp32,ort", "--size", "64",
                  "--repeats", "1", "--rounds", "2", "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     payload = json.loads((out / "bench_zoo.json").read_text())
     assert payload["rounds"] == 2 and "2 latency rounds" in payload["notes"][0]
     rows = {row["config"]: row for row in payload["rows"] if row["model"] == "MobileUNet"}
     assert_engine_equals_eager(rows)
-    for config in (["engine bf16"] if bf16_convolutions() else []) + (["onnxruntime"] if HAS_ORT else []):
-        row = rows[config]  # ONNX Runtime runs leanseg's own net from an export bench makes itself
-        assert "error" not in row and math.isfinite(row["max_abs_diff"]) and row["samples"] >= 1, row
+    assert "engine bf16" not in rows
     if HAS_ORT:
-        assert rows["onnxruntime"]["max_abs_diff"] <= 1e-4
+        row = rows["onnxruntime"]  # ONNX Runtime runs leanseg's own net from an export bench makes itself
+        assert "error" not in row and row["samples"] >= 1 and row["max_abs_diff"] <= 1e-4, row
     eager, fp32 = rows["eager no_grad"], rows["engine fp32"]
     for row in (eager, fp32):
         assert len(row["round_seconds"]) == 2 and all(t > 0 for t in row["round_seconds"])
