@@ -7,12 +7,7 @@
 set -u
 cd "$(dirname "$0")/.."
 SEQ=$1 PARENT=$2 TAG=$3
-CAMVID=$(cd ../shared/data/camvid && pwd)
-if [ ! -e "/tmp/ev/$SEQ.txt" ]; then  # an eval folder whose split SEQ is the sequence's train + val frames
-  mkdir -p /tmp/ev
-  for d in train trainannot val valannot; do ln -sfn "$CAMVID/$d" "/tmp/ev/$d"; done
-  cat "$CAMVID/train.txt" "$CAMVID/val.txt" | grep "/$SEQ" > "/tmp/ev/$SEQ.txt"
-fi
+scripts/fold_eval_split.sh "$SEQ"
 COMMON=(--data ../shared/data/camvid --model MobileUNet --width 0.75 --scale-range 0.5 2.0 --jitter 0.3 --ema 0.995
         --label-smoothing 0.05 --weight-decay 0.01 --precision bf16 --threads 2 --holdout-sequence "$SEQ"
         --init-from "$PARENT" --epochs 20 --finetune-full-epochs 20 --val-every 20)
