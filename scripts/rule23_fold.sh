@@ -5,14 +5,11 @@
 #   scripts/rule23_fold.sh SEQ      (runs/fold-SEQ-400, runs/eval-SEQ-400.txt, then fold_finetunes.sh's outputs)
 set -u
 cd "$(dirname "$0")/.."
+source scripts/fold_lib.sh
 SEQ=$1
 echo "$(date +%T) start L $SEQ"
-nice -n 5 .venv/bin/leanseg train --data ../shared/data/camvid --model MobileUNet --width 0.75 --scale-range 0.5 2.0 \
-  --jitter 0.3 --ema 0.995 --label-smoothing 0.05 --weight-decay 0.01 --precision bf16 --threads 2 \
-  --holdout-sequence "$SEQ" --out "runs/fold-$SEQ-400" --epochs 400 --finetune-full-epochs 20 --val-every 400 \
-  --resume >> "runs/fold-$SEQ-400.log" 2>&1 || { echo "L failed: runs/fold-$SEQ-400.log"; exit 1; }
-scripts/fold_eval_split.sh "$SEQ"
-.venv/bin/leanseg eval --data /tmp/ev --split "$SEQ" --model "runs/fold-$SEQ-400/best.safetensors" --mirror off \
-  --threads 2 > "runs/eval-$SEQ-400.txt" 2>&1
-echo "$(date +%T) L: $(grep -i 'mean IoU' "runs/eval-$SEQ-400.txt")"
+nice -n 5 .venv/bin/leanseg train "${FOLD_RECIPE[@]}" --holdout-sequence "$SEQ" --out "runs/fold-$SEQ-400" \
+  --epochs 400 --finetune-full-epochs 20 --val-every 400 --resume >> "runs/fold-$SEQ-400.log" 2>&1 \
+  || { echo "L failed: runs/fold-$SEQ-400.log"; exit 1; }
+fold_score "$SEQ" "runs/fold-$SEQ-400/best.safetensors" "runs/eval-$SEQ-400.txt"
 exec scripts/fold_finetunes.sh "$SEQ" "runs/fold-$SEQ-400/best.safetensors" 400
