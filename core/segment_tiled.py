@@ -17,11 +17,12 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from .engine.eager_peak import eager_peak_estimator
 from .engine.mirror import canvas_width, cropped_sink, mirror_extra_bytes, mirror_runner, padded_source
 from .engine.multiscale import EXACT_WITH_SCALES, multiscale_extra_bytes, multiscale_runner, scaled_size
 from .engine.oom import FaultInjection
 from .engine.receptive_field import ReceptiveField, ReceptiveFieldError, compute_receptive_field
-from .engine.tile_budget import DEFAULT_MAX_TILE_BYTES, default_budget, eager_peak_estimator
+from .engine.tile_budget import DEFAULT_MAX_TILE_BYTES, default_budget
 from .engine.tile_plan import FAST_HALO_STRIDES, MIN_TILE_STRIDES, BudgetTooSmallError, TilingPlan, choose_tiling
 from .engine.tiling import (
     ArraySink,
@@ -73,8 +74,8 @@ class Segmenter(Protocol):
     def options(self) -> TilingOptions: ...
 
 _fields: weakref.WeakKeyDictionary[torch.nn.Module, ReceptiveField | str] = weakref.WeakKeyDictionary()
-_estimators: weakref.WeakKeyDictionary[torch.nn.Module, Callable[[tuple[int, ...]], int]] = \
-    weakref.WeakKeyDictionary()
+_estimators: weakref.WeakKeyDictionary[torch.nn.Module, dict[bool, Callable[[tuple[int, ...]], int]]] = \
+    weakref.WeakKeyDictionary()  # model -> {bf16: its eager peak estimator}
 
 
 def receptive_field_of(model: torch.nn.Module) -> ReceptiveField | str:
@@ -143,10 +144,11 @@ def estimate_tile_bytes(segmenter: Segmenter, height: int, width: int, output: s
     if plan is not None:
         run_bytes = int(plan.estimate_peak((1, channels, run_height, run_width), output=output))
     else:
-        model = segmenter.model
-        if model not in _estimators:
-            _estimators[model] = eager_peak_estimator(model, channels)
-        run_bytes = _estimators[model]((1, channels, run_height, run_width))
+        bf16 = options.precision == "bf16"
+        by_precision = _estimators.setdefault(segmenter.model, {})
+        if bf16 not in by_precision:
+            by_precision[bf16] = eager_peak_estimator(segmenter.model, channels, bf16)
+        run_bytes = by_precision[bf16]((1, channels, run_height, run_width))
     return run_bytes + extra_bytes + channels * height * width * 4  # + the float input, which the plan omits
 
 

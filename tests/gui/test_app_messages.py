@@ -199,7 +199,7 @@ def test_a_short_error_is_shown_whole(qtbot, make_window):
 def test_the_status_bar_says_segmenting_with_progress_once_the_image_is_open(qtbot, make_window,
                                                                               gui_tiny_checkpoint, tmp_path):
     window = make_window(gui_tiny_checkpoint)
-    tiled = replace(window.controls.options(), engine="eager", tiling="fast", memory_budget=26_000_000,
+    tiled = replace(window.controls.options(), engine="eager", tiling="fast", memory_budget=33_000_000,
                     mirror="off")  # several tiles
     window.controls.set_options(tiled)
     with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):

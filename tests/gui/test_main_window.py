@@ -47,7 +47,7 @@ def test_open_image_segments_and_overlay_holds_the_labels(qtbot, make_window, gu
 def test_cancel_takes_effect_within_one_tile_and_leaves_no_overlay(qtbot, make_window, gui_tiny_checkpoint,
                                                                      tmp_path):
     window = make_window(gui_tiny_checkpoint)
-    tiled = replace(window.controls.options(), engine="eager", tiling="fast", memory_budget=26_000_000,
+    tiled = replace(window.controls.options(), engine="eager", tiling="fast", memory_budget=33_000_000,
                     mirror="off")  # 2x4 tiles
     window.controls.set_options(tiled)
     with qtbot.waitSignal(window.model_changed, timeout=JOB_TIMEOUT_MS):
