@@ -3,9 +3,8 @@
 The model's own forward runs on a meta copy (shapes only: nothing computed, nothing allocated) under a
 dispatch mode that counts each storage from the op that makes it until Python drops its last tensor. So the
 count holds what eager holds, a `forward`'s locals included, which a graph's last-use lifetimes miss (on
-MobileUNet at 512 px those miss a sixth of the peak). A convolution counts one more transient buffer the size of
-its larger operand: oneDNN reorders the input or the output to a blocked layout (measured: a stride-2 depthwise
-convolution's peak rise is its output plus its input).
+MobileUNet at 512 px, a fifth of the measured peak). A convolution wider than 1x1 counts the blocked-layout copies
+oneDNN makes of its output and, past 16 channels, of its input while it runs (`convolution_buffers`).
 
 In bf16 the replay runs the meta copy in bfloat16, as autocast runs a convolution network (autocast does
 nothing to meta tensors): the input's bf16 copy, bf16 activations, and the logits cast back to float32.

@@ -4,7 +4,7 @@ torch.fx's tracer replaces `nn.Module.__call__` for every thread while it traces
 non-strict capture patches module calls too), so a model run on another thread meanwhile is routed
 into the tracer and fails ("module is not installed as a submodule"). The app runs models on several
 threads (the main window's worker, the batch dialog, the video panel), so a trace and every model
-run hold GRAPH_LOCK. It is re-entrant: a run may trace (a tile estimator traced on first use).
+run hold GRAPH_LOCK. It is re-entrant: a run may trace (a receptive field is traced on first use).
 """
 from __future__ import annotations
 
