@@ -107,8 +107,9 @@ def _pad16(channels: int) -> int:
     return -(-channels // 16) * 16
 
 
-# In inference mode a convolution reaches the dispatch mode as aten.conv2d (no autograd layer decomposes it).
-_CONVOLUTIONS = {torch.ops.aten.conv2d.default, torch.ops.aten.convolution.default}
+# In inference mode a convolution reaches the dispatch mode as aten.conv2d (no autograd layer decomposes it);
+# `padding="same"` is its own overload.
+_CONVOLUTIONS = {torch.ops.aten.conv2d.default, torch.ops.aten.conv2d.padding, torch.ops.aten.convolution.default}
 
 
 def _storage_key(tensor: torch.Tensor) -> int:

@@ -36,6 +36,12 @@ def test_a_local_held_to_the_end_of_forward_counts_at_the_peak() -> None:
     assert eager_forward_peak(HoldsALocal(), (1, 3, 64, 64)) == wide + narrow + 2 * last
 
 
+def test_padding_same_is_counted_as_the_same_convolution() -> None:
+    same, explicit = nn.Conv2d(3, 8, 3, padding="same").eval(), nn.Conv2d(3, 8, 3, padding=1).eval()
+    output = 8 * 64 * 64 * 4  # and its copy blocked to 16 channels: twice as large
+    assert eager_forward_peak(same, (1, 3, 64, 64)) == eager_forward_peak(explicit, (1, 3, 64, 64)) == 3 * output
+
+
 def test_bf16_counts_about_half_the_bytes_of_fp32() -> None:
     model = MobileUNet().eval()
     fp32 = eager_forward_peak(model, (1, 3, 128, 128))
