@@ -52,12 +52,15 @@ class LiveAccount:
 
     def release(self, value: object) -> None:
         for tensor in tensors_in(value):
-            key = storage_key(tensor)
-            entry = self._refs[key]
-            entry[0] -= 1
-            if entry[0] == 0:
-                self.live_bytes -= entry[1]
-                del self._refs[key]
+            self.release_storage(storage_key(tensor))
+
+    def release_storage(self, key: int) -> None:
+        """Drop one reference to the storage `key` (from `storage_key`), when its tensor is already gone."""
+        entry = self._refs[key]
+        entry[0] -= 1
+        if entry[0] == 0:
+            self.live_bytes -= entry[1]
+            del self._refs[key]
 
     def references(self, tensor: torch.Tensor) -> int:
         """How many held values refer to this tensor's storage."""

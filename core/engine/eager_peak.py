@@ -18,46 +18,32 @@ from typing import Any
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
+from .accounting import LiveAccount, storage_key, tensors_in
 from .graph_lock import GRAPH_LOCK
 from .shapes import meta_copy
 
 
 class LiveStorageBytes(TorchDispatchMode):
-    """Under it, `live` is the bytes of the storages its ops made that a tensor still holds, and `peak` the
-    most that `live` and a convolution's transient buffer reached. Storages it was told to `ignore` (weights,
-    the caller's input) are never counted, nor are the views of them its ops make."""
+    """Under it, `account.live_bytes` is the bytes of the storages its ops made that a tensor still holds (each
+    tensor released when Python drops it), and `peak` the most that and a convolution's transient buffers reached.
+    The storages of `external` (weights, the caller's input) and the views of them its ops make are not counted."""
 
-    def __init__(self, ignore: list[torch.Tensor]) -> None:
+    def __init__(self, external: list[torch.Tensor]) -> None:
         super().__init__()
-        self.ignored = {_storage_key(t) for t in ignore}
-        self.holders: dict[int, int] = {}  # storage -> tensors alive on it
-        self.sizes: dict[int, int] = {}
-        self.live = self.peak = 0
+        self.account = LiveAccount()
+        for tensor in external:
+            self.account.mark_external(tensor)
+        self.peak = 0
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        for tensor in tree_leaves(out):
-            if isinstance(tensor, torch.Tensor) and _storage_key(tensor) not in self.ignored:
-                self._hold(tensor)
+        for tensor in tensors_in(out):
+            self.account.hold(tensor)
+            weakref.finalize(tensor, self.account.release_storage, storage_key(tensor))
         transient = convolution_buffers(args[0], args[1], out) if func in _CONVOLUTIONS else 0
-        self.peak = max(self.peak, self.live + transient)
+        self.peak = max(self.peak, self.account.live_bytes + transient)
         return out
-
-    def _hold(self, tensor: torch.Tensor) -> None:
-        key = _storage_key(tensor)
-        if key not in self.holders:
-            self.holders[key], self.sizes[key] = 0, tensor.untyped_storage().nbytes()
-            self.live += self.sizes[key]
-        self.holders[key] += 1
-        weakref.finalize(tensor, self._release, key)
-
-    def _release(self, key: int) -> None:
-        self.holders[key] -= 1
-        if not self.holders[key]:
-            del self.holders[key]
-            self.live -= self.sizes.pop(key)
 
 
 def eager_forward_peak(model: nn.Module, input_shape: tuple[int, ...], bf16: bool = False) -> int:
@@ -110,10 +96,6 @@ def _pad16(channels: int) -> int:
 # In inference mode a convolution reaches the dispatch mode as aten.conv2d (no autograd layer decomposes it);
 # `padding="same"` is its own overload.
 _CONVOLUTIONS = {torch.ops.aten.conv2d.default, torch.ops.aten.conv2d.padding, torch.ops.aten.convolution.default}
-
-
-def _storage_key(tensor: torch.Tensor) -> int:
-    return int(tensor.untyped_storage()._cdata)
 
 
 def _nbytes(value: object) -> int:
