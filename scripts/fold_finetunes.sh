@@ -2,7 +2,8 @@
 # Rules 21 and 23 on one held-out-sequence fold: three 20-epoch full-size fine-tunes of a parent's fold weights
 # (B3 lr 5e-4 seed 0; C3 lr 1e-3 seed 1; E3 lr 1e-3 seed 3 with class weights ^0.25), their uniform average, and
 # each scored fp32 on the held-out sequence. A fine-tune carries on from its last.pt (`--resume`; one that ran all
-# 20 epochs runs none).
+# 20 epochs runs none); one already scored (its runs/eval-*.txt has a mean IoU line) is skipped, so a session can
+# carry on from the committed weights of the fine-tunes that finished.
 #   scripts/fold_finetunes.sh SEQ PARENT.safetensors TAG     (runs/fold-SEQ-TAG-{b3,c3,e3,s3}, runs/eval-SEQ-TAG-*.txt)
 set -u
 cd "$(dirname "$0")/.."
@@ -10,12 +11,16 @@ source scripts/fold_lib.sh
 SEQ=$1 PARENT=$2 TAG=$3
 finetune() {  # name, its own options
   local name=$1; shift
-  local out=runs/fold-$SEQ-$TAG-$name
+  local out=runs/fold-$SEQ-$TAG-$name report=runs/eval-$SEQ-$TAG-$name.txt
+  if [ -f "$out/best.safetensors" ] && grep -qi 'mean IoU' "$report" 2>/dev/null; then
+    echo "$(date +%T) $name already scored: $(grep -i 'mean IoU' "$report")"
+    return
+  fi
   echo "$(date +%T) start $name"
   nice -n 5 .venv/bin/leanseg train "${FOLD_RECIPE[@]}" --holdout-sequence "$SEQ" --init-from "$PARENT" --epochs 20 \
     --finetune-full-epochs 20 --val-every 20 --out "$out" --resume "$@" >> "$out.log" 2>&1 \
     || { echo "$name failed: $out.log"; exit 1; }
-  fold_score "$SEQ" "$out/best.safetensors" "runs/eval-$SEQ-$TAG-$name.txt"
+  fold_score "$SEQ" "$out/best.safetensors" "$report"
 }
 finetune b3 --lr 5e-4 --seed 0
 finetune c3 --lr 1e-3 --seed 1
