@@ -12,6 +12,8 @@ import numpy as np
 SENSOR_BITS = (12, 14, 16)  # the depths cameras commonly store in 16-bit files (8 and 10 left out: a dim frame of
 # a 12-bit camera would be read 4-16x brighter than the camera's other frames)
 FLOAT_PERCENTILES = (0.1, 99.9)  # a float image with no known scale is stretched between these
+READING_RULES = "2"  # these rules' version, recorded by a batch so that a resume after they change is refused:
+# bump it when a stored value would read differently (2: sensor whites, floats by percentile; 1: white 65535)
 
 
 def sensor_white(largest: int) -> int:

@@ -25,6 +25,7 @@ from ..engine.multiscale import format_scales
 from ..events import EventSink, JobCancelled, JobEvent, ignore_event, said_once
 from ..io.images import ALPHA_IGNORED
 from ..io.outputs import OutputPathError, check_output_folder
+from ..io.pixel_range import READING_RULES
 from ..model.checkpoint import ModelInfo
 from ..predict import Segmentation, Segmenter
 from .batch_image import ReadInput, check_outputs_free, error_record, finish_image, read_input
@@ -88,8 +89,8 @@ class BatchSummary:
 
 def model_fingerprint(segmenter: Segmenter) -> dict[str, str]:
     """What determines the labels: the weights' sha256, a graph's card, the precision, mirror and multi-scale
-    averaging (not the file name). `scales` is written only when it is not the image's size alone, as manifests
-    before it were."""
+    averaging (not the file name), and the version of the rules that read stored values as the model's 0..1.
+    `scales` is written only when it is not the image's size alone, as manifests before it were."""
     digest = hashlib.sha256()
     path = segmenter.loaded.path
     if path is not None and Path(path).is_file():
@@ -102,7 +103,7 @@ def model_fingerprint(segmenter: Segmenter) -> dict[str, str]:
             digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     name = Path(path).name if path is not None else "(in memory)"
     fingerprint = {"model": name, "sha256": digest.hexdigest(), "precision": segmenter.options.precision,
-                   "mirror": segmenter.options.mirror}
+                   "mirror": segmenter.options.mirror, "reading": READING_RULES}
     if segmenter.options.multiscale:
         fingerprint["scales"] = format_scales(segmenter.options.scales)
     if segmenter.loaded.info.provenance.get("card_json"):  # a graph's card is not in the file's sha256

@@ -222,14 +222,15 @@ def recorded_outputs(out_dir: Path) -> dict[str, Any] | None:
 
 
 def _same_results(old: Any, new: dict[str, Any]) -> bool:
-    """Same weights (and a graph's card), precision and mirror averaging make the same labels; the model's file
-    name may differ. Same output options (kinds, overlay alpha) make the same files. A manifest from before mirror
-    averaging existed ran without it (and one without scales at the image's size alone); one from before output
-    options or cards were recorded is taken as made with these."""
+    """Same weights (and a graph's card), precision, mirror averaging and pixel reading rules make the same labels;
+    the model's file name may differ. Same output options (kinds, overlay alpha) make the same files. A manifest
+    from before mirror averaging existed ran without it (and one without scales at the image's size alone); one
+    from before output options, cards or reading rules were recorded is taken as made with these."""
     return (isinstance(old, dict) and all(old.get(key) == new.get(key) for key in ("sha256", "precision"))
             and old.get("mirror", "off") == new.get("mirror", "off")
             and old.get("scales", "1") == new.get("scales", "1")
             and old.get("card", new.get("card")) == new.get("card")
+            and old.get("reading", new.get("reading")) == new.get("reading")
             and old.get("outputs", new.get("outputs")) == new.get("outputs"))
 
 
@@ -242,6 +243,7 @@ def _describe(fingerprint: Any, other: Any = None) -> str:
              "mirror": f"mirror {fingerprint.get('mirror', 'off')}",
              "scales": f"scales {fingerprint.get('scales', '1')}",
              "card": f"card (sha256 {str(fingerprint.get('card', '?'))[:12]})",
+             "reading": f"pixel reading rules {fingerprint.get('reading', '?')}",
              "outputs": _describe_outputs(fingerprint.get("outputs"))}
     if isinstance(other, dict):
         same = {"model": fingerprint.get("sha256") == other.get("sha256"),
@@ -249,6 +251,8 @@ def _describe(fingerprint: Any, other: Any = None) -> str:
                 "mirror": fingerprint.get("mirror", "off") == other.get("mirror", "off"),
                 "scales": fingerprint.get("scales", "1") == other.get("scales", "1"),
                 "card": fingerprint.get("card", other.get("card")) == other.get("card", fingerprint.get("card")),
+                "reading": (fingerprint.get("reading", other.get("reading"))
+                            == other.get("reading", fingerprint.get("reading"))),
                 "outputs": fingerprint.get("outputs", other.get("outputs")) == other.get("outputs")}
         parts = {key: text for key, text in parts.items() if not same[key]} or parts
     return ", ".join(parts.values())

@@ -16,6 +16,7 @@ import torch
 from leanseg.core.events import JobEvent
 from leanseg.core.io.images import read_image
 from leanseg.core.io.outputs import OutputPathError
+from leanseg.core.io.pixel_range import READING_RULES
 from leanseg.core.jobs.batch import model_fingerprint, run_batch
 from leanseg.core.jobs.batch_image import process_image
 from leanseg.core.jobs.batch_plan import BatchSettings, left_out_note, plan_batch
@@ -222,6 +223,30 @@ def test_another_models_results_are_refused(tmp_path: Path, tiny_checkpoint: Pat
     with pytest.raises(ManifestError, match=r"made with model .* \(sha256 000000000000\), outputs labels, not model "
                                             r".*, outputs labels, overlay \(--alpha 0\.5\); pass --overwrite"):
         run_batch(BatchSettings(inputs, out, write_overlay=True), _segmenter(tiny_checkpoint))  # not only outputs
+
+
+def test_results_read_by_other_pixel_rules_are_refused_and_a_manifest_before_them_resumes(
+        tmp_path: Path, tiny_checkpoint: Path) -> None:
+    """The rules that read a 16-bit or float file as the model's 0..1 are versioned: a resume after they change
+    would mix two readings of the same kind of file in one folder."""
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    _write_images(inputs, 2)
+    run_batch(BatchSettings(inputs, out), _segmenter(tiny_checkpoint))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["fingerprint"]["reading"] == READING_RULES
+    (out / "img01_labels.png").unlink()  # left to redo
+    before = _snapshot(out)
+    (out / "manifest.json").write_text(json.dumps({**manifest, "fingerprint": {**manifest["fingerprint"],
+                                                                               "reading": "1"}}))
+    with pytest.raises(ManifestError, match=rf"made with pixel reading rules 1, not pixel reading rules "
+                                            rf"{READING_RULES}; pass --overwrite"):
+        run_batch(BatchSettings(inputs, out), _segmenter(tiny_checkpoint))
+    assert not (out / "img01_labels.png").exists()
+    del manifest["fingerprint"]["reading"]  # a manifest written before the rules were versioned
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    summary = run_batch(BatchSettings(inputs, out), _segmenter(tiny_checkpoint))
+    assert (summary.finished_before, len(summary.ok)) == (1, 1)
+    assert (out / "img01_labels.png").exists() and _snapshot(out)["img00_labels.png"] == before["img00_labels.png"]
 
 
 def test_stale_temp_files_and_torn_journal_lines_are_cleaned_up(tmp_path: Path, tiny_checkpoint: Path) -> None:
