@@ -9,23 +9,14 @@ set -u
 cd "$(dirname "$0")/.."
 source scripts/fold_lib.sh
 SEQ=$1 PARENT=$2 TAG=$3
-finetune() {  # name, its own options
-  local name=$1; shift
-  local out=runs/fold-$SEQ-$TAG-$name report=runs/eval-$SEQ-$TAG-$name.txt
+for name in "${FINETUNES[@]}"; do
+  out=runs/fold-$SEQ-$TAG-$name report=runs/eval-$SEQ-$TAG-$name.txt
   if [ -f "$out/best.safetensors" ] && grep -qi 'mean IoU' "$report" 2>/dev/null; then
     echo "$(date +%T) $name already scored: $(grep -i 'mean IoU' "$report")"
-    return
+    continue
   fi
-  echo "$(date +%T) start $name"
-  nice -n 5 .venv/bin/leanseg train "${FOLD_RECIPE[@]}" --holdout-sequence "$SEQ" --init-from "$PARENT" --epochs 20 \
-    --finetune-full-epochs 20 --val-every 20 --out "$out" --resume "$@" >> "$out.log" 2>&1 \
-    || { echo "$name failed: $out.log"; exit 1; }
+  run_finetune "$name" "$PARENT" "$out" --holdout-sequence "$SEQ" --val-every 20
   fold_score "$SEQ" "$out/best.safetensors" "$report"
-}
-finetune b3 --lr 5e-4 --seed 0
-finetune c3 --lr 1e-3 --seed 1
-finetune e3 --lr 1e-3 --seed 3 --class-weighting 0.25
-mkdir -p "runs/fold-$SEQ-$TAG-s3"
-.venv/bin/python scripts/average_weights.py "runs/fold-$SEQ-$TAG-s3/best.safetensors" \
-  "runs/fold-$SEQ-$TAG-"{b3,c3,e3}/best.safetensors
+done
+average_finetunes "runs/fold-$SEQ-$TAG"
 fold_score "$SEQ" "runs/fold-$SEQ-$TAG-s3/best.safetensors" "runs/eval-$SEQ-$TAG-s3.txt"

@@ -9,20 +9,12 @@
 set -u
 cd "$(dirname "$0")/.."
 source scripts/fold_lib.sh
-FIT=(--train-splits train,val --val-split none --resume)
+FIT=(--train-splits train,val --val-split none)
 echo "$(date +%T) start L"
 nice -n 5 .venv/bin/leanseg train "${FOLD_RECIPE[@]}" "${FIT[@]}" --out runs/final-400 --epochs 400 \
-  --finetune-full-epochs 20 >> runs/final-400.log 2>&1 || { echo "L failed: runs/final-400.log"; exit 1; }
-finetune() {  # name, its own options
-  local name=$1; shift
-  echo "$(date +%T) start $name"
-  nice -n 5 .venv/bin/leanseg train "${FOLD_RECIPE[@]}" "${FIT[@]}" --init-from runs/final-400/best.safetensors \
-    --epochs 20 --finetune-full-epochs 20 --out "runs/final-400-$name" "$@" >> "runs/final-400-$name.log" 2>&1 \
-    || { echo "$name failed: runs/final-400-$name.log"; exit 1; }
-}
-finetune b3 --lr 5e-4 --seed 0
-finetune c3 --lr 1e-3 --seed 1
-finetune e3 --lr 1e-3 --seed 3 --class-weighting 0.25
-mkdir -p runs/final-400-s3
-.venv/bin/python scripts/average_weights.py runs/final-400-s3/best.safetensors runs/final-400-{b3,c3,e3}/best.safetensors
+  --finetune-full-epochs 20 --resume >> runs/final-400.log 2>&1 || { echo "L failed: runs/final-400.log"; exit 1; }
+for name in "${FINETUNES[@]}"; do
+  run_finetune "$name" runs/final-400/best.safetensors "runs/final-400-$name" "${FIT[@]}"
+done
+average_finetunes runs/final-400
 echo "$(date +%T) done: runs/final-400-s3/best.safetensors"
