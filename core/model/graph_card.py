@@ -239,7 +239,8 @@ def _runs(net: fx.GraphModule, channels: int, sizes: list[tuple[int, int]]) -> t
 
 def _fixed_output(net: fx.GraphModule, channels: int, m: int) -> tuple[int, int] | None:
     """(height, width) of the output when inputs of several sizes (multiples of m) all give that one size, unlike
-    their own: a net whose resize to the input's size was exported as a constant; else None."""
+    their own: a net whose resize to the input's size was exported as a constant; else None (also for a 1-pixel
+    side, which global pooling gives at any export size)."""
     outputs = set()
     for height, width in ((3 * m, 5 * m), (5 * m, 3 * m), (4 * m, 4 * m)):
         try:
@@ -249,6 +250,8 @@ def _fixed_output(net: fx.GraphModule, channels: int, m: int) -> tuple[int, int]
     if len(outputs) != 1:
         return None
     out_height, out_width = outputs.pop()  # three input sizes, one output size: at most one of them matches it
+    if min(out_height, out_width) == 1:  # pooled away (a classifier's global pooling), not a size baked in
+        return None
     return out_height, out_width
 
 

@@ -92,6 +92,24 @@ class Classifier(nn.Module):
         return self.conv(x).mean((2, 3))
 
 
+class Pooled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:  # (1, 4, 1, 1) at any size: pooled away, not exported for one size
+        return F.adaptive_avg_pool2d(self.conv(x), 1)
+
+
+class FlatPixels(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:  # (1, 4, H * W); in ONNX the reshape GroupNorm's export begins with
+        return self.conv(x).flatten(2)
+
+
 def onnx_of(model: nn.Module, path: Path, inputs: tuple[Tensor, ...], names: list[str]) -> Path:
     axes = {name: {t.dim() - 2: "height", t.dim() - 1: "width"} for name, t in zip(names, inputs)}
     torch.onnx.export(model.eval(), inputs, str(path), opset_version=17, dynamo=False, input_names=names,
@@ -152,6 +170,15 @@ def bad_file(kind: str, models: dict[str, Path], folder: Path, checkpoint: Path)
     if kind == "half_size_onnx":
         half = onnx_of(HalfSize(), folder / "half.onnx", (x,), ["image"])
         return half, "output (4 classes): a segmentation net keeps"
+    if kind == "pooled_onnx":  # exported with dynamic axes: "exported for one size" would be wrong advice
+        return onnx_of(Pooled(), folder / "pooled.onnx", (x,), ["image"]), "gives a 1x1 output (4 classes)"
+    if kind == "pooled_pt2":
+        return pt2_of(Pooled(), folder / "pooled.pt2"), "gives a 1x1 output (4 classes)"
+    if kind == "flat_pixels_onnx":  # not "not a tensor computed from the input"
+        flat = onnx_of(FlatPixels(), folder / "flat.onnx", (x,), ["image"])
+        return flat, "the output is (1, 4, 15), not (1, K, H, W)"
+    if kind == "flat_pixels_pt2":
+        return pt2_of(FlatPixels(), folder / "flat.pt2"), "not (1, K, H, W)"
     if kind == "half_size_pt2":  # the program refuses the small probe sizes: its output's shape is the reason
         half = pt2_of(HalfSize(), folder / "half.pt2")
         return half, "input gives a 80x48 output (4 classes): a segmentation net keeps the input's height and width"
@@ -209,7 +236,8 @@ BAD_KINDS = ["truncated_pt2", "truncated_onnx", "truncated_leanseg", "truncated_
              "two_inputs_pt2", "one_size_pt2", "flat_pt2", "one_size_onnx", "five_d_onnx", "not_1khw_onnx",
              "half_size_onnx", "torch_save", "k256_onnx", "card_classes", "card_channels", "card_multiple",
              "card_multiple_onnx", "card_as_model", "short_text", "short_onnx", "empty", "rgba_pt2", "rgba_onnx_card",
-             "half_size_pt2", "channels_last_pt2", "squeezed_pt2"]
+             "half_size_pt2", "channels_last_pt2", "squeezed_pt2", "pooled_onnx", "pooled_pt2", "flat_pixels_onnx",
+             "flat_pixels_pt2"]
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS)

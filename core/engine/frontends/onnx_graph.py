@@ -125,12 +125,17 @@ class Builder:
         return self.values[name]
 
     def tensor(self, index: int) -> fx.Node:
-        value = self.value(index)
-        if isinstance(value, Grouped):  # (N, groups, -1) read by something other than GroupNorm: a plain reshape
-            batch = self.call(dim_size, value.node, 0, rank=None)
-            value = self.call(torch.reshape, value.node, [batch, value.groups, -1], rank=3)
+        value = self.settled(self.value(index))
         if not isinstance(value, fx.Node):
             raise self.error(f"needs a run-time tensor as input {index}, got {type(value).__name__}")
+        return value
+
+    def settled(self, value: Value | None) -> Value | None:
+        """`value`, with a Grouped tensor read by something other than GroupNorm (the next node, or the graph's
+        output) made the plain reshape to (N, groups, -1) it is."""
+        if isinstance(value, Grouped):
+            batch = self.call(dim_size, value.node, 0, rank=None)
+            return self.call(torch.reshape, value.node, [batch, value.groups, -1], rank=3)
         return value
 
     def const(self, index: int, default: np.ndarray | None = None) -> np.ndarray:

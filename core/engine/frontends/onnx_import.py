@@ -53,7 +53,7 @@ def import_onnx(model: onnx.ModelProto | str | Path, *, name: str = "") -> fx.Gr
         for output, value in zip(node.output, _import_node(builder, node)):
             if output:
                 builder.values[output] = value
-    result = builder.values.get(model.graph.output[0].name)
+    result = builder.settled(builder.values.get(model.graph.output[0].name))
     if not isinstance(result, fx.Node):
         raise FrontendError(f"{name}: the output {model.graph.output[0].name!r} is not a tensor computed from "
                             f"the input")
