@@ -32,9 +32,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return start_app(words[1:])
     parser = build_parser(only=words[0] if words else "")  # "" or a word that names no command: none in full
-    if not words:
-        parser.print_help()  # a bare `leanseg`: what it can do, not a usage error
-        return 0
+    if not words:  # a bare `leanseg`: a usage error (exit 2, as argparse gives), shown with what it can do
+        parser.print_help(sys.stderr)
+        print("leanseg: error: name a COMMAND (leanseg COMMAND --help: its options)", file=sys.stderr)
+        return 2
     args = parser.parse_args(words)
     try:
         return int(args.run(args) or 0)

@@ -30,6 +30,7 @@ from .common import (
     add_inference_options,
     add_memory_log_option,
     build_segmenter,
+    check_memory_log,
     describe_segmenter,
     memory_logging,
     report_error,
@@ -61,11 +62,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.in_dir.is_file():  # BatchSettings would say only "not a folder"
+            raise CommandError(f"{args.in_dir}: is a file, not a folder (segment image files with `leanseg segment`)")
         settings = BatchSettings(args.in_dir, args.out, recursive=args.recursive, write_overlay=args.overlay,
                                  overlay_alpha=args.alpha, write_probs=args.probs, overwrite=args.overwrite)
         ray_options = check_ray_arguments(args) if ray_requested(args) else None
         require_images(settings)  # before the lock creates OUT_DIR and before the model loads
         require_writable_output(settings)
+        check_memory_log(args.memory_log)
         lock = FolderLock(settings.out_dir, on_note=lambda note: print(note, file=sys.stderr, flush=True))
         with lock:  # taken before the model is built, so a second run on this folder is refused at once
             return _run_locked(args, settings, ray_options)

@@ -17,7 +17,9 @@ from ..assets import default_model_path
 from ..engine.multiscale import SUGGESTED_SCALES, format_scales
 from ..events import EventSink, JobEvent
 from ..io.images import DEFAULT_MAX_PIXELS, set_max_pixels
+from ..io.outputs import OutputPathError, check_output_file
 from ..memory import MemoryMonitor, parse_bytes
+from ..memory.log import sidecar_path
 from ..model.card import default_input
 from ..model.catalog import display_name
 from ..model.checkpoint import CheckpointError, LoadedModel
@@ -229,6 +231,19 @@ def add_memory_log_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-log", type=Path, default=None, metavar="FILE.csv",
                         help="write the memory timeline (10 Hz) with job marks as CSV; "
                              "draw it with `leanseg plot-memory FILE.csv --out FILE.png`")
+
+
+def check_memory_log(path: Path | None) -> None:
+    """OutputPathError, before the model loads, unless the --memory-log CSV and its JSON sidecar beside it can be
+    written; the message begins with the option and the path given (`--memory-log PATH: FOLDER: cannot write ...`).
+    Call it beside `--out`'s check: the log itself is written only at the end, after all the work."""
+    if path is None:
+        return
+    named = f"--memory-log {path}"
+    check_output_file(path, f"{named}:", f"{named} is a folder; give a file name such as {path / 'memory.csv'}")
+    sidecar = sidecar_path(path)
+    if sidecar.is_dir():
+        raise OutputPathError(f"{named}: its JSON sidecar {sidecar} is a folder; move it or choose another name")
 
 
 @contextmanager

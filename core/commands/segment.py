@@ -16,6 +16,7 @@ from .common import (
     add_inference_options,
     add_memory_log_option,
     build_segmenter,
+    check_memory_log,
     describe_segmenter,
     memory_logging,
     report_error,
@@ -23,10 +24,12 @@ from .common import (
 from .options import HELP_FORMATTER, add_overlay_options, add_probs_option
 from .progress import TileProgress
 
+EXIT_CODES = "exit code: 0 every image is segmented, 1 some failed, 2 usage error, 130 stopped before the end"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("segment", help=SUMMARIES["segment"], description=__doc__,
-                            formatter_class=HELP_FORMATTER)
+                            epilog=EXIT_CODES, formatter_class=HELP_FORMATTER)
     parser.add_argument("images", nargs="+", type=Path, metavar="IMAGE",
                         help="image files (PNG, JPEG, TIFF 8/16-bit, BMP, ...); each gets NAME_labels.png")
     parser.add_argument("--out", type=Path, required=True, help="output folder (created if missing)")
@@ -45,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         _check_some_image_exists(images)
         check_output_folder(args.out, "--out")
+        check_memory_log(args.memory_log)
         segmenter = build_segmenter(args, want_probs=args.probs)
     except (CommandError, OutputPathError) as err:
         return report_error(err)

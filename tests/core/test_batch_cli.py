@@ -32,6 +32,15 @@ def test_usage_errors_exit_2_and_say_what_to_fix(tmp_path: Path, tiny_checkpoint
     assert result.returncode == 2 and "choose another --out" in result.stderr
 
 
+def test_an_image_file_given_as_the_folder_points_to_segment(tmp_path: Path, rgb_image: Path) -> None:
+    out = tmp_path / "o"
+    result = _leanseg(str(rgb_image), "--out", str(out), "--model", str(tmp_path / "no-such-model.safetensors"))
+    assert result.returncode == 2
+    assert result.stderr == (f"leanseg: error: {rgb_image}: is a file, not a folder (segment image files with "
+                             "`leanseg segment`)\n")
+    assert not out.exists()
+
+
 def test_a_failed_file_exits_1_and_memory_log_is_written(tmp_path: Path, tiny_checkpoint: Path) -> None:
     inputs = tmp_path / "in"
     inputs.mkdir()

@@ -71,6 +71,14 @@ def test_help_texts_in_a_real_process() -> None:
     assert "--chart-format {png,svg,pdf}" in profile.stdout and "(default: auto)" in profile.stdout
 
 
+@pytest.mark.parametrize("command", ["segment", "batch"])
+def test_segment_and_batch_help_end_with_their_exit_codes(command: str) -> None:
+    shown = _leanseg(command, "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.rstrip().endswith(
+        "\nexit code: 0 every image is segmented, 1 some failed, 2 usage error, 130 stopped before the end")
+
+
 def test_segment_alpha_probs_no_overlay_and_a_10tb_budget(tmp_path: Path, tiny_checkpoint: Path,
                                                           rgb_image: Path) -> None:
     common = ["--model", str(tiny_checkpoint), "--device", "cpu", "--engine", "eager"]
@@ -119,10 +127,14 @@ def test_bench_and_profile_refuse_a_missing_cuda_device_in_one_line(command: str
     assert "CUDA is not available here" in done.stderr and "make torch TORCH_INDEX=" in done.stderr
 
 
-def test_a_bare_leanseg_prints_its_commands_and_succeeds() -> None:
+def test_a_bare_leanseg_is_a_usage_error_that_lists_the_commands() -> None:
+    """Exit 2 as argparse's usage errors, the listing on stderr; `leanseg --help` still succeeds."""
     result = subprocess.run([sys.executable, "-m", "leanseg.core"], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert "usage: leanseg" in result.stdout and "segment" in result.stdout and not result.stderr
+    assert result.returncode == 2, result.stderr
+    assert "usage: leanseg" in result.stderr and "segment" in result.stderr and not result.stdout
+    assert result.stderr.splitlines()[-1] == "leanseg: error: name a COMMAND (leanseg COMMAND --help: its options)"
+    asked = _leanseg("--help")
+    assert asked.returncode == 0 and "usage: leanseg" in asked.stdout and not asked.stderr
 
 
 def test_a_reader_that_leaves_early_ends_the_command_quietly() -> None:
@@ -151,9 +163,9 @@ def test_the_command_listing_names_every_command_module_and_loads_no_torch() -> 
     code = ("import sys; from leanseg.core.cli import main; code = main([]); "
             "print('torch loaded' if 'torch' in sys.modules else 'no torch', code)")
     listing = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert listing.stdout.strip().endswith("no torch 0"), listing.stderr
+    assert listing.stdout.strip() == "no torch 2", listing.stderr  # the listing goes to stderr, a usage error
     for name, summary in commands.SUMMARIES.items():
-        assert f"{name}" in listing.stdout and summary in listing.stdout.replace("\n", " ")
+        assert f"{name}" in listing.stderr and summary in listing.stderr.replace("\n", " ")
 
 
 def test_one_command_line_builds_its_own_parser_in_full() -> None:

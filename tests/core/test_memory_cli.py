@@ -16,6 +16,8 @@ from leanseg.core.commands.plot_memory import thin_marks
 from leanseg.core.events import JobEvent
 from leanseg.core.memory import read_memory_csv
 
+from .unwritable import make_unwritable
+
 
 def test_segment_memory_log_then_plot_memory(tmp_path: Path, tiny_checkpoint: Path, rgb_image: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
@@ -36,6 +38,68 @@ def test_segment_memory_log_then_plot_memory(tmp_path: Path, tiny_checkpoint: Pa
     assert f"-> {png}" in capsys.readouterr().out
     pixels = cv2.imread(str(png))
     assert pixels is not None and pixels.shape == (540, 960, 3)
+
+
+def _alone_in_a_folder(image: Path) -> Path:
+    """`image` moved into a folder of its own, for `batch`."""
+    folder = image.parent / "in"
+    folder.mkdir()
+    return image.rename(folder / image.name)
+
+
+def _refused_before_the_model_loads(command: str, tmp_path: Path, image: Path, log: Path) -> str:
+    """Run `command` on `image` (batch: on its folder, which holds only it) with `--memory-log log` and a model
+    that would fail to load; check it exits 2 with one line and writes nothing (no --out, no log); returns it."""
+    model = tmp_path / "broken.safetensors"
+    model.write_bytes(b"not a model")  # would fail to load: the memory-log error must come first
+    out = tmp_path / "out"
+    source = image.parent if command == "batch" else image
+    assert command != "batch" or list(source.iterdir()) == [image]
+    result = subprocess.run([sys.executable, "-m", "leanseg.core", command, str(source), "--out", str(out),
+                             "--model", str(model), "--memory-log", str(log)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stdout + result.stderr
+    assert "broken.safetensors" not in result.stderr and not result.stdout
+    assert not out.exists() and not log.is_file() and not log.with_suffix(".json").is_file()
+    return result.stderr
+
+
+@pytest.mark.parametrize("command", ["segment", "batch"])
+def test_a_memory_log_that_cannot_be_written_is_refused_before_the_work(command: str, tmp_path: Path,
+                                                                        rgb_image: Path) -> None:
+    """Not at the end, after every image, naming its JSON sidecar: up front, named as given (a file in the way,
+    which fails for everyone; the log or its sidecar a folder)."""
+    image = _alone_in_a_folder(rgb_image)
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    log = a_file / "memory.csv"
+    assert _refused_before_the_model_loads(command, tmp_path, image, log) == (
+        f"leanseg: error: --memory-log {log}: {a_file}: cannot write the output folder (it is a file; give a folder)\n")
+    assert a_file.read_text() == "mine\n"
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    assert _refused_before_the_model_loads(command, tmp_path, image, folder) == (
+        f"leanseg: error: --memory-log {folder} is a folder; give a file name such as {folder / 'memory.csv'}\n")
+    (folder / "memory.json").mkdir()
+    assert _refused_before_the_model_loads(command, tmp_path, image, folder / "memory.csv") == (
+        f"leanseg: error: --memory-log {folder / 'memory.csv'}: its JSON sidecar {folder / 'memory.json'} is a "
+        "folder; move it or choose another name\n")
+
+
+@pytest.mark.parametrize("command", ["segment", "batch"])
+def test_a_memory_log_in_a_read_only_folder_is_refused_before_the_work(command: str, tmp_path: Path,
+                                                                       rgb_image: Path) -> None:
+    image = _alone_in_a_folder(rgb_image)
+    locked = tmp_path / "locked"  # a folder no file can be made in, even by root (not just its permission bits)
+    locked.mkdir()
+    undo = make_unwritable(locked)
+    try:
+        refused = _refused_before_the_model_loads(command, tmp_path, image, locked / "memory.csv")
+    finally:
+        undo()
+    assert refused.startswith(f"leanseg: error: --memory-log {locked / 'memory.csv'}: {locked}: cannot write the "
+                              "output folder (")
+    assert not any(locked.iterdir())
 
 
 def test_plot_memory_errors_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
