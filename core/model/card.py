@@ -63,7 +63,8 @@ class ModelCard:
         if self.channels not in (1, 3):
             raise CardError(f"input.channels must be 1 or 3, got {self.channels}")
         if len(self.mean) != self.channels or len(self.std) != self.channels:
-            raise CardError(f"input.mean and input.std need {self.channels} values, got {self.mean}, {self.std}")
+            values = "1 value each (a grey input)" if self.channels == 1 else f"{self.channels} values each"
+            raise CardError(f"input.mean and input.std need {values}, got {list(self.mean)}, {list(self.std)}")
         if not all(math.isfinite(v) for v in self.mean) or not all(math.isfinite(v) and v > 0 for v in self.std):
             raise CardError(f"input.mean must be finite and input.std finite and > 0, got {self.mean}, {self.std}")
         if max(map(abs, self.mean)) > 1 or max(self.std) > 1:

@@ -172,6 +172,8 @@ def test_a_card_that_is_not_json_is_one_line(models: dict[str, Path], tmp_path: 
     ({"card_version": 1, "input": {"size_multiples": 32}}, 'did you mean "input.size_multiple"?'),
     ({"card_version": 1, "input": {"mean": [123.7, 116.3, 103.5], "std": [58.4, 57.1, 57.4]}},
      "on the 0..255 scale, divide both by 255"),
+    ({"card_version": 1, "input": {"channels": 1, "mean": [0.5, 0.5, 0.5], "std": [0.2, 0.2, 0.2]}},
+     "input.mean and input.std need 1 value each (a grey input), got [0.5, 0.5, 0.5], [0.2, 0.2, 0.2]"),
 ])
 def test_a_card_slip_is_named_not_read_as_a_default(card: dict, phrase: str, models: dict[str, Path],
                                                     tmp_path: Path) -> None:
