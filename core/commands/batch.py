@@ -150,8 +150,10 @@ def _print_summary(summary: BatchSummary, notes_said: set[str]) -> None:
         print(line)
     for note in summary.not_read_notes():
         print(note)
-    for record in summary.failed:
-        print(f"failed: {record.error}", file=sys.stderr)
+    if summary.failed:  # each was said as it failed; gathered here, where a long run's lines have scrolled away
+        print(f"{len(summary.failed)} failed:", file=sys.stderr)
+        for record in summary.failed:
+            print(f"  {record.error}", file=sys.stderr)
     print(f"outputs in {summary.settings.out_dir} ({summary.summary_path.name}, {summary.manifest_path.name})")
     if summary.cancelled:
         print("stopped early: run the same command again to resume")

@@ -64,7 +64,10 @@ def test_a_batch_where_everything_failed_gives_no_rate_or_peak(tmp_path: Path, t
     assert result.returncode == 1, result.stderr
     assert "1 image(s): 0 segmented now, 0 finished before, 1 failed, 0 left\n" in result.stdout
     assert "img/s" not in result.stdout and "peak" not in result.stdout
-    assert "failed: " in result.stderr and "the batch goes on" not in result.stderr  # the only image: no rest
+    bad = inputs / "bad.png"
+    assert result.stderr.count(f"{bad}: not an image") == 2, result.stderr  # as it failed, and in the recap
+    assert f"failed: {bad}: not an image" in result.stderr and "the batch goes on" not in result.stderr  # no rest
+    assert f"\n1 failed:\n  {bad}: not an image" in result.stderr, result.stderr
 
 
 def test_a_folder_without_images_is_refused_before_the_model_loads(tmp_path: Path) -> None:
