@@ -1,18 +1,22 @@
 """The app's look: Fusion with a dark palette, one accent colour, pyqtgraph to match.
 
 A QSpinBox keeps Fusion's frame: a style-sheet border would make Qt draw its up and down buttons without arrows.
+A check box keeps Fusion's box and tick, framed by `CheckFrameStyle` (a style-sheet border would drop the tick).
 """
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QRectF
+from PySide6.QtGui import QColor, QPainter, QPalette
+from PySide6.QtWidgets import QApplication, QProxyStyle, QStyle, QStyleOption, QWidget
 
 ACCENT = "#3d8bfd"
 VIEW_BACKGROUND = "#17181b"  # behind images and plots
 PLOT_TEXT = "#c8ccd4"  # titles and labels drawn inside plots
 DIM_TEXT = "#9aa0aa"  # secondary text: the Last-run line, placeholders, minor marks
 PEAK_COLOUR = "#d9c8a0"  # a pale shade of allocated's: the peak of that curve, not an alarm
+CHECK_FRAME = "#7d828c"  # a check box's frame: Fusion's, a shade darker than the window, would not show
+CHECK_FRAME_DISABLED = "#4a4e57"
 STYLE_SHEET = f"""
 QMainWindow, QDockWidget {{ background: #202226; }}
 QDockWidget::title {{ background: #2a2d32; padding: 5px 8px; color: #d7dae0; font-weight: 600; }}
@@ -41,9 +45,30 @@ QListWidget::item:hover {{ background: #2a2d32; }}
 """
 
 
+class CheckFrameStyle(QProxyStyle):
+    """Fusion, with each check box's box framed in CHECK_FRAME (the accent while it has the keyboard's focus)."""
+
+    def __init__(self) -> None:
+        super().__init__("Fusion")
+
+    def drawPrimitive(self, element: QStyle.PrimitiveElement, option: QStyleOption, painter: QPainter,
+                      widget: QWidget | None = None) -> None:
+        super().drawPrimitive(element, option, painter, widget)
+        if element != QStyle.PrimitiveElement.PE_IndicatorCheckBox:
+            return
+        state = option.state
+        focused = state & QStyle.StateFlag.State_HasFocus and state & QStyle.StateFlag.State_KeyboardFocusChange
+        enabled = state & QStyle.StateFlag.State_Enabled
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(QColor(ACCENT if focused else CHECK_FRAME if enabled else CHECK_FRAME_DISABLED))
+        painter.drawRoundedRect(QRectF(option.rect).adjusted(0.5, 0.5, -1.5, -1.5), 2, 2)
+        painter.restore()
+
+
 def apply_style(app: QApplication) -> None:
     """Dark Fusion palette and style sheet for the whole app; pyqtgraph antialiased, row-major images."""
-    app.setStyle("Fusion")
+    app.setStyle(CheckFrameStyle())
     palette = QPalette()
     colours = {
         QPalette.ColorRole.Window: "#202226",

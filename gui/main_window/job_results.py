@@ -90,11 +90,12 @@ class JobResultsMixin(QMainWindow):
             return  # it segments the image when ready (or the job fails with it)
         message = for_the_app(message)
         unreadable = message.startswith(IMAGE_UNREADABLE)  # the job failed reading, before any segmenting
+        # the message first: it takes down what an older failure said in the panel, where this one's reason goes
+        self.show_error("Cannot open image" if unreadable else "Segmentation failed", message)
         self.controls.show_outcome("failed", complete=False)
         reason = message.removeprefix("Segmentation failed")  # ": why" or " (Error): why"
         last_run = message if unreadable else "Last run failed" + (reason if reason != message else f": {message}")
         self.controls.show_last_run(last_run, failed=True, tooltip=message)
-        self.show_error("Cannot open image" if unreadable else "Segmentation failed", message)
         self.job_ended.emit("failed")
 
     def _on_job_cancelled(self, job_id: int) -> None:

@@ -128,6 +128,7 @@ class ModelEventsMixin(QMainWindow):
         text = notice(f"Using the shipped model {fallback.name} instead." if use_default
                       else "Open a model file to segment images.")
         self.banner.show_message(text)
+        self.controls.clear_failure()  # as show_error does: an older failure's reason is old news
         self.show_status_error(message)
         self.last_error = message
         self.error_shown.emit(message)

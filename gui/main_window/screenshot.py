@@ -69,8 +69,9 @@ class ScreenshotTaker(QObject):
         self._settle_then_take("finished" if not failed else f"{failed} of {len(summary.records)} image(s) failed")
 
     def _on_batch_event(self, event: JobEvent) -> None:
-        if event.kind == "error":
-            print(f"leanseg-gui: {event.path}: {event.message}", file=sys.stderr)
+        if event.kind == "error":  # core's message names the file already; one that does not gets it in front
+            named = event.path is None or event.path in event.message
+            print(f"leanseg-gui: {event.message if named else f'{event.path}: {event.message}'}", file=sys.stderr)
         if event.kind in ("image", "error"):
             self._results += 1
             if self._results == FIRST_RESULTS:

@@ -1,4 +1,5 @@
-"""Save and restore the main window's state through AppSettings: geometry, docks, choices, overlay, model."""
+"""Save and restore the main window's state through AppSettings: geometry, docks, the memory dock's given height,
+choices, overlay, model."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,6 +12,7 @@ from leanseg.core.predict import InferenceOptions
 
 from ..viewer.controls import InferenceControls
 from ..viewer.legend import OverlayPanel
+from .memory_dock import MEMORY_HEIGHT, MemoryDockHeight
 from .settings import AppSettings
 
 DEFAULT_SIZE = (1440, 900)
@@ -30,8 +32,8 @@ def stored_scales(text: str) -> tuple[float, ...]:
         return (1.0,)
 
 
-def restore(window: QMainWindow, settings: AppSettings, controls: InferenceControls,
-            overlay_panel: OverlayPanel) -> None:
+def restore(window: QMainWindow, settings: AppSettings, controls: InferenceControls, overlay_panel: OverlayPanel,
+            memory_height: MemoryDockHeight) -> None:
     """Apply saved settings to a freshly built window and its panels (before any model or image is opened)."""
     geometry = settings.blob("window/geometry")
     if geometry is None or not window.restoreGeometry(geometry):
@@ -39,6 +41,7 @@ def restore(window: QMainWindow, settings: AppSettings, controls: InferenceContr
     state = settings.blob("window/state")
     if state is not None:
         window.restoreState(state)
+    memory_height.wanted = int(settings.number("window/memory_height", MEMORY_HEIGHT))  # as the user left it
     device = settings.text("inference/device", default_device())
     if device not in available_devices():
         device = default_device()
@@ -67,10 +70,11 @@ def remembered_model(settings: AppSettings) -> Path | None:
 
 
 def save(window: QMainWindow, settings: AppSettings, controls: InferenceControls, overlay_panel: OverlayPanel,
-         model_path: Path | None) -> None:
+         memory_height: MemoryDockHeight, model_path: Path | None) -> None:
     """Store the window's geometry and docks, the inference choices, the overlay and the model in use."""
     settings.set_blob("window/geometry", window.saveGeometry())
     settings.set_blob("window/state", window.saveState())
+    settings.set_number("window/memory_height", memory_height.wanted)
     options = controls.options()
     settings.set_text("inference/device", options.device)
     settings.set_text("inference/engine", options.engine)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QCloseEvent, QResizeEvent
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QDockWidget, QFrame, QLabel, QMessageBox, QScrollArea, QVBoxLayout, QWidget
 
 from leanseg.core.assets import default_model_path
@@ -33,13 +33,12 @@ from .banner import ModelBanner
 from .companions import CompanionsMixin
 from .file_actions import FileActionsMixin
 from .job_results import JobResultsMixin
+from .memory_dock import MEMORY_HEIGHT, MemoryDockHeight
 from .menus import build_menus
 from .model_events import ModelEventsMixin
 from .notes import image_notes
 from .settings import AppSettings
 from .status_text import StatusFields
-
-MEMORY_SHARE = 0.25  # the most of the window's height the memory dock keeps when the window is made lower
 
 
 def _scrolling(panel: QWidget) -> QScrollArea:
@@ -95,10 +94,12 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
         self.memory_lab_action = self.install_memory_lab()  # Tools > Memory lab…
         self.menuBar().addAction(self.menu_actions.help_menu.menuAction())  # keep Help last
         self.resizeDocks(self.docks, [270, 250, 240], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.memory_dock], [240], Qt.Orientation.Vertical)
+        self.resizeDocks([self.memory_dock], [MEMORY_HEIGHT], Qt.Orientation.Vertical)
+        # in a low window the memory plot gives way before the image and Segment do, and gets its height back
+        self.memory_dock_height = MemoryDockHeight(self, self.memory_dock, self.docks[0], self.controls.progress)
         self._build_status_bar()
         self._connect()
-        window_state.restore(self, self.settings, self.controls, self.overlay_panel)
+        window_state.restore(self, self.settings, self.controls, self.overlay_panel, self.memory_dock_height)
         self._start(model_path)
         freeze_long_lived_objects()
 
@@ -123,14 +124,6 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
                          | QDockWidget.DockWidgetFeature.DockWidgetClosable)
         self.addDockWidget(area, dock)
         return dock
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        """In a low window the memory plot gives way (to MEMORY_SHARE of the height) before the image does."""
-        super().resizeEvent(event)
-        memory = self.memory_dock
-        most = max(int(event.size().height() * MEMORY_SHARE), memory.minimumSizeHint().height())
-        if event.size().height() < event.oldSize().height() and not memory.isFloating() and memory.height() > most:
-            self.resizeDocks([memory], [most], Qt.Orientation.Vertical)
 
     def _build_status_bar(self) -> None:
         self.hover_label = QLabel("")
@@ -228,6 +221,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
         """A message box that does not block the event loop; the app carries on."""
         message = for_the_app(message)
         self.last_error = message
+        self.controls.clear_failure()  # an older failure's reason must not stand beside this error
         self.show_status_error(message, 10000)
         if self.error_box is not None:
             self.error_box.close()
@@ -248,6 +242,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
         if not self.controller.is_current(job_id):
             return
         self.image, self.result = image, None
+        self.controls.clear_failure()  # this one opened: why an image failed before is old news
         self.viewer.set_image(to_rgb8(image))
         self.overlay_panel.legend.set_labels(None)
         name = image.path.name if image.path else "image"
@@ -294,7 +289,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
 
     def closeEvent(self, event: QCloseEvent) -> None:
         model_path = self.model_status.path if self.model_status is not None else None
-        window_state.save(self, self.settings, self.controls, self.overlay_panel, model_path)
+        window_state.save(self, self.settings, self.controls, self.overlay_panel, self.memory_dock_height, model_path)
         self.controller.shutdown()
         batch_dialog = getattr(self, "batch_dialog", None)
         if batch_dialog is not None:

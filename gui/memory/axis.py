@@ -1,10 +1,12 @@
 """A pyqtgraph value axis that stays readable when short: its numbered ticks keep a label's height apart, so a
-low plot shows fewer numbers (down to one round value) instead of numbers printed over each other."""
+low plot shows fewer numbers (down to one round value) instead of numbers printed over each other, and a title
+longer than the axis shows only its units, whole ("(MB)"), instead of being cut ("memory (M")."""
 from __future__ import annotations
 
 import math
 
 import pyqtgraph as pg
+from PySide6.QtGui import QTextDocument
 
 MIN_TICK_GAP_PX = 26  # least distance between two numbered ticks: a label's height and a gap
 
@@ -22,7 +24,27 @@ def _round_within(low: float, high: float) -> float | None:
 
 class SparseAxis(pg.AxisItem):
     """pyqtgraph's tick spacing, widened to a 1-2-5 step whose ticks are at least MIN_TICK_GAP_PX apart; with
-    room for fewer than two such steps, one tick at a round value whose label fits on the axis."""
+    room for fewer than two such steps, one tick at a round value whose label fits on the axis. A vertical axis
+    shorter than its title shows the units alone."""
+
+    title_fits = True  # the whole title fits along the axis; when not, `labelString` gives the units alone
+
+    def labelString(self) -> str:
+        if self.title_fits or not self.labelUnits:
+            return super().labelString()
+        style = ";".join(f"{key}: {value}" for key, value in self.labelStyle.items())
+        return f"<span style='{style}'>({self.labelUnitPrefix}{self.labelUnits})</span>"
+
+    def resizeEvent(self, ev=None) -> None:  # type: ignore[no-untyped-def]
+        if self.label is not None and self.orientation in ("left", "right"):
+            whole = QTextDocument()
+            whole.setDefaultFont(self.label.font())
+            whole.setHtml(super().labelString())
+            title_fits = whole.size().width() <= self.size().height()
+            if title_fits != self.title_fits:
+                self.title_fits = title_fits
+                self.label.setHtml(self.labelString())
+        super().resizeEvent(ev)
 
     def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
         levels = super().tickSpacing(minVal, maxVal, size)

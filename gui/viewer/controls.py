@@ -209,6 +209,13 @@ class InferenceControls(QWidget):
             self.last_result.style().unpolish(self.last_result)
             self.last_result.style().polish(self.last_result)
 
+    def clear_failure(self) -> None:
+        """Take down what a failed run said (the bar's "failed" and the reason under it), if it says so: a newer
+        error, or an image opened since, makes it old news."""
+        if self.last_result.property("failed"):
+            self.show_last_run("")
+            self.show_outcome("ready", complete=False)
+
     def set_tile_progress(self, done: int, count: int) -> None:
         self.progress.setRange(0, max(count, 1))
         self.progress.setValue(done)

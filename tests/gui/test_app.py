@@ -80,6 +80,19 @@ def test_screenshot_of_a_folder_runs_the_batch_and_saves_the_dialog(tmp_path, gu
     assert read_image(shot).pixels.std() > 10
 
 
+def test_screenshot_of_a_folder_names_a_bad_file_once(tmp_path, gui_tiny_checkpoint, no_default_model):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    write_image(folder / "p0.png", 48, 64)
+    bad = folder / "text.png"
+    bad.write_text("not an image")
+    shot = tmp_path / "batch.png"
+    done = _screenshot_run(folder, shot, gui_tiny_checkpoint, tmp_path / "s.ini")
+    assert f"screenshot {shot} (1 of 2 image(s) failed)" in done.stdout
+    assert f"leanseg-gui: {bad}: not an image" in done.stderr
+    assert done.stderr.count(str(bad)) == 1, done.stderr  # not "text.png: text.png: not an image"
+
+
 def test_screenshot_of_a_video_saves_the_panel_with_its_first_segmented_frame(tmp_path, gui_tiny_checkpoint,
                                                                               no_default_model):
     video = write_video(tmp_path / "clip.mp4", frames=5)

@@ -1,10 +1,13 @@
 """The inference panel's averaging choices: the Multi-scale averaging box maps to InferenceOptions.scales and back,
-and never combines with exact tiling into options core refuses; what the last run came to fits the panel."""
+and never combines with exact tiling into options core refuses, and its box shows when unticked; what the last run
+came to fits the panel."""
 from __future__ import annotations
 
 from dataclasses import replace
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QCheckBox, QStyle, QStyleOptionButton
 
 from leanseg.core.engine.multiscale import SUGGESTED_SCALES
 from leanseg.core.predict import InferenceOptions
@@ -37,6 +40,42 @@ def test_the_multiscale_box_maps_to_scales_and_back_without_echoes(qtbot):
     assert controls.multiscale.isChecked() and controls.options().scales == (0.5, 1.0)
     assert "0.5x and 1x" in controls.multiscale.toolTip()
     assert emitted == []  # set_options shows options; it does not send them back
+
+
+def _frame_contrast(box: QCheckBox) -> int:
+    """The most a pixel of `box`'s indicator frame (its outer two pixels) differs from the window behind it, in
+    any of red, green and blue."""
+    option = QStyleOptionButton()
+    box.initStyleOption(option)
+    rect = box.style().subElementRect(QStyle.SubElement.SE_CheckBoxIndicator, option, box)
+    image = box.grab().toImage()
+    behind = box.palette().color(QPalette.ColorRole.Window)
+    ring = [(x, y) for x in range(rect.left(), rect.right() + 1) for y in range(rect.top(), rect.bottom() + 1)
+            if min(x - rect.left(), rect.right() - x, y - rect.top(), rect.bottom() - y) < 2]
+
+    def difference(colour: QColor) -> int:
+        return max(abs(colour.red() - behind.red()), abs(colour.green() - behind.green()),
+                   abs(colour.blue() - behind.blue()))
+
+    return max(difference(image.pixelColor(x, y)) for x, y in ring)
+
+
+def test_an_unticked_box_shows_its_frame_on_the_dark_window(qtbot, app_style):
+    controls = _controls(qtbot)
+    controls.show()
+    qtbot.waitExposed(controls)
+    multiscale = controls.multiscale
+    assert not multiscale.isChecked()
+    assert _frame_contrast(multiscale) >= 60  # Fusion's own frame is a shade darker than the window: about 10
+    multiscale.setChecked(True)
+    assert _frame_contrast(multiscale) >= 60
+    sub_folders = QCheckBox("Include sub-folders")  # as the batch dialog's boxes
+    qtbot.addWidget(sub_folders)
+    sub_folders.show()
+    qtbot.waitExposed(sub_folders)
+    assert _frame_contrast(sub_folders) >= 60
+    sub_folders.setEnabled(False)
+    assert 10 < _frame_contrast(sub_folders) < 60  # greyed, but still a box
 
 
 def test_multiscale_and_exact_tiling_never_make_options_core_refuses(qtbot):

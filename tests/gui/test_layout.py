@@ -1,12 +1,13 @@
 """The window at a small size: the controls keep their height (the side panel scrolls) and all their width, the
-memory plot gives way before the image does and shows fewer numbers, never overlapping; the status message takes
-the room the fields beside it can give; long class names are elided and their shares stay in view."""
+memory plot gives way before the image and the Segment button do, gets its height back when the window grows, and
+shows fewer numbers, never overlapping, and whole axis titles; the status message takes the room the fields beside
+it can give; long class names are elided and their shares stay in view."""
 from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import QPoint, QSize, Qt
 
-from leanseg.gui.main_window.window import MEMORY_SHARE
+from leanseg.gui.main_window.memory_dock import MEMORY_HEIGHT
 from leanseg.gui.memory.panel import MemoryPanel
 from leanseg.gui.viewer.last_run import LAST_RUN_LINES
 from leanseg.gui.viewer.legend import NAME_ROLE, SHARE_ROLE, OverlayPanel
@@ -21,14 +22,69 @@ def test_at_1024_by_640_the_controls_keep_their_height_and_the_image_keeps_room(
     qtbot.waitUntil(lambda: window.size().height() == 900)
     window.resize(1024, 640)
     memory_dock = window.memory_dock
-    qtbot.waitUntil(lambda: memory_dock.height() <= 640 * MEMORY_SHARE + 1)
     controls = window.controls
+    scroll = window.docks[0].widget()
+    progress_bottom = controls.progress.mapTo(scroll.viewport(), QPoint(0, controls.progress.height())).y()
+    qtbot.waitUntil(lambda: memory_dock.height() < MEMORY_HEIGHT)  # the memory plot gives way...
+    assert progress_bottom <= scroll.viewport().height()  # ...to the controls down to Segment and its progress
     for box in (controls.device, controls.engine, controls.precision, controls.memory_budget, controls.tiling):
         assert box.height() >= box.minimumSizeHint().height()
-    scroll = window.docks[0].widget()
     assert scroll.widget() is controls  # a short panel scrolls instead of squashing its boxes
     assert window.viewer.width() > 0.4 * window.width()
     assert window.viewer.height() > 0.5 * window.height()
+
+
+def _axis_titles_whole(plot) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the memory plot's vertical axes draw their titles whole: from top to bottom inside the plot."""
+    rects = [plot.getPlotItem().getAxis(side).label.sceneBoundingRect() for side in ("left", "right")]
+    return all(rect.top() >= 0 and rect.bottom() <= plot.height() for rect in rects)
+
+
+def test_the_memory_dock_gets_its_height_back_when_the_window_grows_again(qtbot, app_style, make_window,
+                                                                          gui_tiny_checkpoint, small_image):
+    window = make_window(gui_tiny_checkpoint)
+    window.resize(1280, 800)
+    qtbot.waitUntil(lambda: window.size() == QSize(1280, 800))
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(small_image)
+    memory_dock = window.memory_dock
+    qtbot.waitUntil(lambda: memory_dock.height() == MEMORY_HEIGHT)
+    window.resize(700, 500)
+    qtbot.waitUntil(lambda: memory_dock.height() < MEMORY_HEIGHT - 60)  # the premise: a low window squeezes it
+    window.resize(1280, 800)
+    qtbot.waitUntil(lambda: memory_dock.height() == MEMORY_HEIGHT)
+    plot = window.memory_panel.plot
+    qtbot.waitUntil(lambda: _axis_titles_whole(plot))
+    left = plot.getPlotItem().getAxis("left")
+    assert left.label.toPlainText() == "memory (MB)"  # its words back with the room
+    window.resizeDocks([memory_dock], [320], Qt.Orientation.Vertical)  # as the user drags the separator
+    qtbot.waitUntil(lambda: memory_dock.height() == 320)
+    window.resize(1000, 600)
+    qtbot.waitUntil(lambda: memory_dock.height() < 320)
+    window.resize(1280, 800)
+    qtbot.waitUntil(lambda: memory_dock.height() == 320)  # the height the user gave it, not a new window's
+
+
+def test_at_900_by_600_the_segment_button_and_its_progress_stay_in_view(qtbot, app_style, make_window,
+                                                                        gui_tiny_checkpoint, small_image):
+    window = make_window(gui_tiny_checkpoint)
+    window.resize(900, 600)
+    qtbot.waitUntil(lambda: window.size() == QSize(900, 600))
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(small_image)
+    controls = window.controls
+    viewport = window.docks[0].widget().viewport()
+
+    def in_view(widget) -> bool:  # type: ignore[no-untyped-def]
+        return widget.mapTo(viewport, QPoint(0, widget.height())).y() <= viewport.height()
+
+    qtbot.waitUntil(lambda: in_view(controls.segment) and in_view(controls.progress))
+    assert window.memory_dock.height() >= window.memory_dock.minimumSizeHint().height()
+    qtbot.waitUntil(lambda: _axis_titles_whole(window.memory_panel.plot))  # a low plot: "(MB)", not "memory (M"
+    window.resize(700, 500)  # lower still: the panel scrolls, and a window as low as this one keeps the dock up
+    qtbot.waitUntil(lambda: window.memory_dock.height() == window.memory_dock.minimumSizeHint().height())
+    window.resize(900, 600)
+    qtbot.waitUntil(lambda: in_view(controls.segment) and in_view(controls.progress))
 
 
 def _has_text(image, x0: int, x1: int, y0: int, y1: int) -> bool:  # type: ignore[no-untyped-def]
@@ -125,6 +181,7 @@ def test_a_low_memory_plot_shows_fewer_numbers_never_overlapping(qtbot):
         qtbot.waitUntil(lambda height=height: panel.height() == max(height, panel.minimumSizeHint().height()))
         if height == 110:  # the premise: an axis with room for one number, not pyqtgraph's three
             qtbot.waitUntil(lambda: item.getAxis("left").height() < 40)
+        qtbot.waitUntil(lambda: _axis_titles_whole(panel.plot))  # low: the units alone, "(MB)", not "memory (M"
         for side in ("left", "right"):
             labels = tick_labels(item.getAxis(side))
             assert labels, (side, height)  # one number at least
@@ -132,6 +189,8 @@ def test_a_low_memory_plot_shows_fewer_numbers_never_overlapping(qtbot):
             for upper, lower in zip(rects, rects[1:]):
                 assert upper.bottom() <= lower.top(), (side, height, labels)
     assert len(tick_labels(item.getAxis("left"))) >= 2  # at the usual height, the usual ticks
+    assert [item.getAxis(side).label.toPlainText() for side in ("left", "right")] == ["memory (MB)",
+                                                                                      "engine live (MB)"]
     panel.plot.setYRange(0, 1.2e6, padding=0)  # a small model's memory: the lone number is 0.5 MB, not "0"
     panel.resize(825, 110)
     qtbot.waitUntil(lambda: item.getAxis("left").height() < 40)

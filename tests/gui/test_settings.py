@@ -1,9 +1,10 @@
-"""Settings survive a restart of the window: choices, overlay, geometry, recent files, folders, model."""
+"""Settings survive a restart of the window: choices, overlay, geometry, the memory dock's height, recent files,
+folders, model."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSize
+from PySide6.QtCore import QByteArray, QSize, Qt
 
 from leanseg.core.engine.multiscale import SUGGESTED_SCALES
 from leanseg.gui.main_window.settings import MAX_RECENT_FILES, AppSettings
@@ -72,6 +73,24 @@ def test_multiscale_averaging_survives_a_restart_and_an_unreadable_value_is_left
         assert (options.scales, options.tiling) == ((1.0,), "fast"), unreadable  # the other choices are kept
         assert not third.controls.multiscale.isChecked()
         third.close()
+
+
+def test_the_memory_docks_height_survives_a_restart_in_a_low_window(qtbot, make_window, settings_path):
+    first = make_window()
+    first.resize(790, 780)  # within the offscreen screen (800x800)
+    qtbot.waitUntil(lambda: first.size() == QSize(790, 780))
+    first.resizeDocks([first.memory_dock], [300], Qt.Orientation.Vertical)  # as the user drags the separator
+    qtbot.waitUntil(lambda: first.memory_dock.height() == 300)
+    first.resize(790, 500)
+    qtbot.waitUntil(lambda: first.memory_dock.height() < 300)  # closed while a low window squeezes it
+    first.close()
+
+    second = MainWindow(settings=AppSettings(settings_path))
+    qtbot.addWidget(second)
+    second.show()
+    qtbot.waitUntil(lambda: second.size() == QSize(790, 500))
+    second.resize(790, 780)
+    qtbot.waitUntil(lambda: second.memory_dock.height() == 300)  # the height the user gave it, not the squeezed one
 
 
 def test_recent_files_are_capped_and_skip_missing_files(tmp_path, settings_path):

@@ -1,0 +1,74 @@
+"""The memory dock's height as the window is resized: the height it was given (MEMORY_HEIGHT, or where the user
+dragged it), less where a low window needs the room for the Inference panel's Segment button and progress bar (and
+so for the image beside it); it gets that height back when the window grows again.
+
+Qt's own layout keeps a bottom dock's height when the window grows, so a dock squeezed by a low window would stay
+squeezed; this keeps what the dock should have apart from what it has now.
+"""
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QWidget
+
+MEMORY_HEIGHT = 240  # px: the memory dock's height in a new window
+MEMORY_SHARE = 0.3  # the most of the window's height the dock takes when no Inference panel is docked at a side
+PANEL_MARGIN_PX = 12  # kept below the Inference panel's progress bar, so it does not sit on the panel's edge
+SIDE_AREAS = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea)
+
+
+class MemoryDockHeight(QObject):
+    """Fits `dock` (the memory panel's, at the bottom) to `window` when the window is shown and resized.
+
+    `inference` is the Inference dock (its widget a scroll area) and `last_kept` the widget down to which its panel
+    must stay in view (the progress bar under Segment). A change of the dock's height while the window's stays is
+    the user's (a dragged separator) and becomes the height it is given.
+    """
+
+    def __init__(self, window: QMainWindow, dock: QDockWidget, inference: QDockWidget, last_kept: QWidget) -> None:
+        super().__init__(window)
+        self.window, self.dock, self.inference, self.last_kept = window, dock, inference, last_kept
+        self.wanted = MEMORY_HEIGHT  # the height given to the dock: a new window's, the user's (dragged or saved)
+        self._window_height = -1  # the window's height when the dock was last fitted; -1: not shown yet
+        self._fitted = -1  # the height last asked for
+        window.installEventFilter(self)
+        dock.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.window and event.type() == QEvent.Type.Show and self._window_height < 0:
+            self._fit(first=True)  # shown for the first time: its docks are laid out now, not at its first resize
+        elif watched is self.window and event.type() == QEvent.Type.Resize and self._window_height >= 0:
+            self._fit(first=False)  # the window's layout has placed the docks already
+        elif (watched is self.dock and event.type() == QEvent.Type.Resize and self._docked()
+                and self.window.height() == self._window_height and self.dock.height() != self._fitted
+                and event.oldSize().height() != self.dock.height()):  # type: ignore[attr-defined]
+            self.wanted = self.dock.height()  # the user dragged the separator
+        return False
+
+    def _fit(self, first: bool) -> None:
+        """A window just shown sets the dock to `wanted` as far as `room()` allows; then a lower window only lowers
+        it (down to its least height), to fit `room()`, and a higher one only raises it, towards `wanted`."""
+        old_height, height = self._window_height, self.window.height()
+        self._window_height = height
+        if not self._docked() or (height == old_height and not first):
+            return
+        target = max(min(self.wanted, self.room()), self.dock.minimumSizeHint().height())
+        lower, higher = target < self.dock.height(), target > self.dock.height()
+        if (first and (lower or higher)) or (lower and height < old_height) or (higher and height > old_height):
+            self._fitted = target
+            self.window.resizeDocks([self.dock], [target], Qt.Orientation.Vertical)
+
+    def room(self) -> int:
+        """The most the dock may take: what leaves the Inference panel, docked at a side, its controls down to
+        `last_kept` (the image beside it then keeps as much height); without that panel, MEMORY_SHARE."""
+        panel = self.inference.widget()
+        controls = panel.widget() if isinstance(panel, QScrollArea) else None
+        if (isinstance(panel, QScrollArea) and controls is not None and self.inference.isVisible()
+                and not self.inference.isFloating() and self.window.dockWidgetArea(self.inference) in SIDE_AREAS):
+            needed = self.last_kept.mapTo(controls, QPoint(0, self.last_kept.height())).y() + PANEL_MARGIN_PX
+            return self.dock.height() + panel.viewport().height() - needed
+        return int(self.window.height() * MEMORY_SHARE)
+
+    def _docked(self) -> bool:
+        """Whether the dock is shown at the bottom of the window (not closed, floating or moved to a side)."""
+        bottom = Qt.DockWidgetArea.BottomDockWidgetArea
+        return self.dock.isVisible() and not self.dock.isFloating() and self.window.dockWidgetArea(self.dock) == bottom
