@@ -40,13 +40,19 @@ def _axis_titles_whole(plot) -> bool:  # type: ignore[no-untyped-def]
     return all(rect.top() >= 0 and rect.bottom() <= plot.height() for rect in rects)
 
 
+def _window_segmenting(qtbot, make_window, checkpoint, image, width: int, height: int):  # type: ignore[no-untyped-def]
+    """A main window of `width` x `height` that has segmented `image`."""
+    window = make_window(checkpoint)
+    window.resize(width, height)
+    qtbot.waitUntil(lambda: window.size() == QSize(width, height))
+    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
+        window.open_image(image)
+    return window
+
+
 def test_the_memory_dock_gets_its_height_back_when_the_window_grows_again(qtbot, app_style, make_window,
                                                                           gui_tiny_checkpoint, small_image):
-    window = make_window(gui_tiny_checkpoint)
-    window.resize(1280, 800)
-    qtbot.waitUntil(lambda: window.size() == QSize(1280, 800))
-    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
-        window.open_image(small_image)
+    window = _window_segmenting(qtbot, make_window, gui_tiny_checkpoint, small_image, 1280, 800)
     memory_dock = window.memory_dock
     qtbot.waitUntil(lambda: memory_dock.height() == MEMORY_HEIGHT)
     window.resize(700, 500)
@@ -67,11 +73,7 @@ def test_the_memory_dock_gets_its_height_back_when_the_window_grows_again(qtbot,
 
 def test_at_900_by_600_the_segment_button_and_its_progress_stay_in_view(qtbot, app_style, make_window,
                                                                         gui_tiny_checkpoint, small_image):
-    window = make_window(gui_tiny_checkpoint)
-    window.resize(900, 600)
-    qtbot.waitUntil(lambda: window.size() == QSize(900, 600))
-    with qtbot.waitSignal(window.segmented, timeout=JOB_TIMEOUT_MS):
-        window.open_image(small_image)
+    window = _window_segmenting(qtbot, make_window, gui_tiny_checkpoint, small_image, 900, 600)
     controls = window.controls
     viewport = window.docks[0].widget().viewport()
 
