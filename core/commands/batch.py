@@ -17,6 +17,7 @@ from ..cluster.ray_batch import RayOptions
 from ..events import JobEvent
 from ..io.images import ALPHA_IGNORED
 from ..io.outputs import OutputPathError
+from ..io.video_probe import VIDEO_SUFFIXES
 from ..jobs.batch import BatchSummary, cannot_write_output, require_writable_output, run_batch
 from ..jobs.batch_plan import BatchSettings, require_images
 from ..jobs.folder_lock import FolderLock
@@ -35,18 +36,17 @@ from .common import (
     memory_logging,
     report_error,
 )
-from .options import HELP_FORMATTER, add_overlay_options, add_probs_option
+from .options import HELP_FORMATTER, SEGMENT_EXIT_CODES, add_overlay_options, add_probs_option
 from .progress import JobProgress
 
 CTRL_C_NOTES = ("stopping after the current image (Ctrl-C again to stop at once)",
                 "stopping now; the image in flight will be redone on resume")  # then a third raises
-EXIT_CODES = "exit code: 0 every image is segmented, 1 some failed, 2 usage error, 130 stopped before the end"
 _NUMBER = re.compile(r"\d[\d.,]*(?:e[-+]?\d+)?")  # the figures that differ between notes of one kind
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("batch", help=SUMMARIES["batch"], description=__doc__,
-                            epilog=EXIT_CODES, formatter_class=HELP_FORMATTER)
+                            epilog=SEGMENT_EXIT_CODES, formatter_class=HELP_FORMATTER)
     parser.add_argument("in_dir", type=Path, metavar="IN_DIR", help="folder of images (never modified)")
     parser.add_argument("--out", type=Path, required=True, metavar="OUT_DIR", help="output folder (created)")
     parser.add_argument("--recursive", action="store_true", help="include sub-folders, mirrored in OUT_DIR")
@@ -63,7 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         if args.in_dir.is_file():  # BatchSettings would say only "not a folder"
-            raise CommandError(f"{args.in_dir}: is a file, not a folder (segment image files with `leanseg segment`)")
+            what, command = ("a video", "video") if args.in_dir.suffix.lower() in VIDEO_SUFFIXES else \
+                ("image files", "segment")
+            raise CommandError(f"{args.in_dir}: is a file, not a folder (segment {what} with `leanseg {command}`)")
         settings = BatchSettings(args.in_dir, args.out, recursive=args.recursive, write_overlay=args.overlay,
                                  overlay_alpha=args.alpha, write_probs=args.probs, overwrite=args.overwrite)
         ray_options = check_ray_arguments(args) if ray_requested(args) else None

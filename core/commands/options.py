@@ -27,6 +27,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 HELP_FORMATTER = HelpFormatter
+SEGMENT_EXIT_CODES = "exit code: 0 every image is segmented, 1 some failed, 2 usage error, 130 stopped before the end"
 
 
 def alpha_value(text: str) -> float:

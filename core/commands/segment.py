@@ -21,15 +21,13 @@ from .common import (
     memory_logging,
     report_error,
 )
-from .options import HELP_FORMATTER, add_overlay_options, add_probs_option
+from .options import HELP_FORMATTER, SEGMENT_EXIT_CODES, add_overlay_options, add_probs_option
 from .progress import TileProgress
-
-EXIT_CODES = "exit code: 0 every image is segmented, 1 some failed, 2 usage error, 130 stopped before the end"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("segment", help=SUMMARIES["segment"], description=__doc__,
-                            epilog=EXIT_CODES, formatter_class=HELP_FORMATTER)
+                            epilog=SEGMENT_EXIT_CODES, formatter_class=HELP_FORMATTER)
     parser.add_argument("images", nargs="+", type=Path, metavar="IMAGE",
                         help="image files (PNG, JPEG, TIFF 8/16-bit, BMP, ...); each gets NAME_labels.png")
     parser.add_argument("--out", type=Path, required=True, help="output folder (created if missing)")

@@ -66,10 +66,11 @@ class ModelCard:
             values = "1 value each (a grey input)" if self.channels == 1 else f"{self.channels} values each"
             raise CardError(f"input.mean and input.std need {values}, got {list(self.mean)}, {list(self.std)}")
         if not all(math.isfinite(v) for v in self.mean) or not all(math.isfinite(v) and v > 0 for v in self.std):
-            raise CardError(f"input.mean must be finite and input.std finite and > 0, got {self.mean}, {self.std}")
+            raise CardError(f"input.mean must be finite and input.std finite and > 0, got {list(self.mean)}, "
+                            f"{list(self.std)}")
         if max(map(abs, self.mean)) > 1 or max(self.std) > 1:
             raise CardError(f"input.mean and input.std are on the 0..1 pixel scale (ImageNet's mean {IMAGENET_MEAN}), "
-                            f"got {self.mean}, {self.std}: on the 0..255 scale, divide both by 255")
+                            f"got {list(self.mean)}, {list(self.std)}: on the 0..255 scale, divide both by 255")
         if not 0 <= self.size_multiple <= 1024:
             raise CardError(f"input.size_multiple must be in 0..1024, got {self.size_multiple}")
         if self.channel_order not in CHANNEL_ORDERS:

@@ -32,12 +32,18 @@ def test_usage_errors_exit_2_and_say_what_to_fix(tmp_path: Path, tiny_checkpoint
     assert result.returncode == 2 and "choose another --out" in result.stderr
 
 
-def test_an_image_file_given_as_the_folder_points_to_segment(tmp_path: Path, rgb_image: Path) -> None:
+def test_an_image_or_video_file_given_as_the_folder_points_to_segment_or_video(tmp_path: Path, rgb_image: Path) -> None:
     out = tmp_path / "o"
     result = _leanseg(str(rgb_image), "--out", str(out), "--model", str(tmp_path / "no-such-model.safetensors"))
     assert result.returncode == 2
     assert result.stderr == (f"leanseg: error: {rgb_image}: is a file, not a folder (segment image files with "
                              "`leanseg segment`)\n")
+    assert not out.exists()
+    video = tmp_path / "clip.MP4"  # a video is pointed to `leanseg video`
+    video.write_bytes(b"not decoded: refused by its name before anything reads it")
+    result = _leanseg(str(video), "--out", str(out), "--model", str(tmp_path / "no-such-model.safetensors"))
+    assert result.returncode == 2
+    assert result.stderr == f"leanseg: error: {video}: is a file, not a folder (segment a video with `leanseg video`)\n"
     assert not out.exists()
 
 
