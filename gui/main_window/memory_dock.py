@@ -7,8 +7,11 @@ squeezed; this keeps what the dock should have apart from what it has now.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, QPoint, Qt
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QWidget
+from collections.abc import Sequence
+
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, QTimer
+from PySide6.QtGui import QMouseEvent, QResizeEvent
+from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QScrollArea, QWidget
 
 MEMORY_HEIGHT = 240  # px: the memory dock's height in a new window
 MEMORY_SHARE = 0.3  # the most of the window's height the dock takes when no Inference panel is docked at a side
@@ -17,36 +20,70 @@ SIDE_AREAS = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockW
 
 
 class MemoryDockHeight(QObject):
-    """Fits `dock` (the memory panel's, at the bottom) to `window` when the window is shown and resized.
+    """Fits `dock` (the memory panel's, at the bottom) to `window` when the window is shown or resized, and when
+    `dock`, `inference` or one of `others` (the window's other docks) is shown, closed, moved or floated.
 
     `inference` is the Inference dock (its widget a scroll area) and `last_kept` the widget down to which its panel
-    must stay in view (the progress bar under Segment). A change of the dock's height while the window's stays is
-    the user's (a dragged separator) and becomes the height it is given.
+    must stay in view (the progress bar under Segment). Only the user's drag of the separator above the dock (a
+    press on the window itself, where its separators are) changes the height it is given; a layout's change does not.
     """
 
-    def __init__(self, window: QMainWindow, dock: QDockWidget, inference: QDockWidget, last_kept: QWidget) -> None:
+    def __init__(self, window: QMainWindow, dock: QDockWidget, inference: QDockWidget, last_kept: QWidget,
+                 others: Sequence[QDockWidget] = ()) -> None:
         super().__init__(window)
         self.window, self.dock, self.inference, self.last_kept = window, dock, inference, last_kept
         self.wanted = MEMORY_HEIGHT  # the height given to the dock: a new window's, the user's (dragged or saved)
         self._window_height = -1  # the window's height when the dock was last fitted; -1: not shown yet
-        self._fitted = -1  # the height last asked for
+        self._separator_held = False  # the left button went down on the window's own area (a separator), not up yet
+        self._refit_pending = False  # a refit is queued for after the layout has placed the docks
         window.installEventFilter(self)
         dock.installEventFilter(self)
+        for each in (dock, inference, *others):
+            each.visibilityChanged.connect(self._refit_soon)
+            each.dockLocationChanged.connect(self._refit_soon)
+            each.topLevelChanged.connect(self._refit_soon)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.window and event.type() == QEvent.Type.Show and self._window_height < 0:
             self._fit(first=True)  # shown for the first time: its docks are laid out now, not at its first resize
         elif watched is self.window and event.type() == QEvent.Type.Resize and self._window_height >= 0:
             self._fit(first=False)  # the window's layout has placed the docks already
-        elif (watched is self.dock and event.type() == QEvent.Type.Resize and self._docked()
-                and self.window.height() == self._window_height and self.dock.height() != self._fitted
-                and event.oldSize().height() != self.dock.height()):  # type: ignore[attr-defined]
-            self.wanted = self.dock.height()  # the user dragged the separator
+        elif watched is self.window and isinstance(event, QMouseEvent):
+            self._follow_separator_press(event)
+        elif (watched is self.dock and isinstance(event, QResizeEvent) and self._dragging_separator()
+                and self._docked() and event.oldSize().height() != event.size().height()):
+            self.wanted = event.size().height()  # the user dragged the separator
         return False
 
+    def _follow_separator_press(self, event: QMouseEvent) -> None:
+        """Note a left press on the window's own area, where QMainWindow has its separators (a press on one of its
+        widgets, a dock's title bar included, does not count), until its release."""
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        if event.type() == QEvent.Type.MouseButtonPress:
+            self._separator_held = self.window.childAt(event.position().toPoint()) is None
+        elif event.type() == QEvent.Type.MouseButtonRelease:
+            self._separator_held = False
+
+    def _dragging_separator(self) -> bool:
+        return self._separator_held and bool(QApplication.mouseButtons() & Qt.MouseButton.LeftButton)
+
+    def _refit_soon(self) -> None:
+        """Fit the dock as a window just shown does, once the window's layout has placed the docks after a dock was
+        shown, closed or moved (the docks' signals come before that: the fit is queued behind the layout's)."""
+        if not self._refit_pending:
+            self._refit_pending = True
+            QTimer.singleShot(0, self, self._refit)
+
+    def _refit(self) -> None:
+        self._refit_pending = False
+        if self._window_height >= 0:  # before the window is first shown, its Show fits the dock
+            self._fit(first=True)
+
     def _fit(self, first: bool) -> None:
-        """A window just shown sets the dock to `wanted` as far as `room()` allows; then a lower window only lowers
-        it (down to its least height), to fit `room()`, and a higher one only raises it, towards `wanted`."""
+        """A window just shown (or a dock just shown, closed or moved) sets the dock to `wanted` as far as `room()`
+        allows; then a lower window only lowers it (down to its least height), to fit `room()`, and a higher one
+        only raises it, towards `wanted`."""
         old_height, height = self._window_height, self.window.height()
         self._window_height = height
         if not self._docked() or (height == old_height and not first):
@@ -54,7 +91,6 @@ class MemoryDockHeight(QObject):
         target = max(min(self.wanted, self.room()), self.dock.minimumSizeHint().height())
         lower, higher = target < self.dock.height(), target > self.dock.height()
         if (first and (lower or higher)) or (lower and height < old_height) or (higher and height > old_height):
-            self._fitted = target
             self.window.resizeDocks([self.dock], [target], Qt.Orientation.Vertical)
 
     def room(self) -> int:

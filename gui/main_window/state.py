@@ -2,6 +2,7 @@
 choices, overlay, model."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from PySide6.QtWidgets import QMainWindow
@@ -32,6 +33,11 @@ def stored_scales(text: str) -> tuple[float, ...]:
         return (1.0,)
 
 
+def given_height(saved: float) -> int:
+    """The memory dock's saved height in px; MEMORY_HEIGHT for one that is not a height (nan, inf, 0 or less)."""
+    return round(saved) if math.isfinite(saved) and round(saved) > 0 else MEMORY_HEIGHT
+
+
 def restore(window: QMainWindow, settings: AppSettings, controls: InferenceControls, overlay_panel: OverlayPanel,
             memory_height: MemoryDockHeight) -> None:
     """Apply saved settings to a freshly built window and its panels (before any model or image is opened)."""
@@ -41,7 +47,7 @@ def restore(window: QMainWindow, settings: AppSettings, controls: InferenceContr
     state = settings.blob("window/state")
     if state is not None:
         window.restoreState(state)
-    memory_height.wanted = int(settings.number("window/memory_height", MEMORY_HEIGHT))  # as the user left it
+    memory_height.wanted = given_height(settings.number("window/memory_height", MEMORY_HEIGHT))  # as left
     device = settings.text("inference/device", default_device())
     if device not in available_devices():
         device = default_device()

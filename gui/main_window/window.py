@@ -96,7 +96,8 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
         self.resizeDocks(self.docks, [270, 250, 240], Qt.Orientation.Horizontal)
         self.resizeDocks([self.memory_dock], [MEMORY_HEIGHT], Qt.Orientation.Vertical)
         # in a low window the memory plot gives way before the image and Segment do, and gets its height back
-        self.memory_dock_height = MemoryDockHeight(self, self.memory_dock, self.docks[0], self.controls.progress)
+        self.memory_dock_height = MemoryDockHeight(self, self.memory_dock, self.docks[0], self.controls.progress,
+                                                   others=[self.docks[1]])
         self._build_status_bar()
         self._connect()
         window_state.restore(self, self.settings, self.controls, self.overlay_panel, self.memory_dock_height)

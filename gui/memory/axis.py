@@ -7,6 +7,7 @@ import math
 
 import pyqtgraph as pg
 from PySide6.QtGui import QTextDocument
+from PySide6.QtWidgets import QGraphicsSceneResizeEvent
 
 MIN_TICK_GAP_PX = 26  # least distance between two numbered ticks: a label's height and a gap
 
@@ -35,7 +36,7 @@ class SparseAxis(pg.AxisItem):
         style = ";".join(f"{key}: {value}" for key, value in self.labelStyle.items())
         return f"<span style='{style}'>({self.labelUnitPrefix}{self.labelUnits})</span>"
 
-    def resizeEvent(self, ev=None) -> None:  # type: ignore[no-untyped-def]
+    def resizeEvent(self, ev: QGraphicsSceneResizeEvent | None = None) -> None:
         if self.label is not None and self.orientation in ("left", "right"):
             whole = QTextDocument()
             whole.setDefaultFont(self.label.font())

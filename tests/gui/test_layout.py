@@ -1,11 +1,14 @@
 """The window at a small size: the controls keep their height (the side panel scrolls) and all their width, the
-memory plot gives way before the image and the Segment button do, gets its height back when the window grows, and
-shows fewer numbers, never overlapping, and whole axis titles; the status message takes the room the fields beside
-it can give; long class names are elided and their shares stay in view."""
+memory plot gives way before the image and the Segment button do (also when a dock is reopened), gets its height
+back when the window grows, keeps a dragged height but not one a dock's move left it, and shows fewer numbers,
+never overlapping, and whole axis titles; the status message takes the room the fields beside it can give; long
+class names are elided and their shares stay in view."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PySide6.QtCore import QPoint, QSize, Qt
+from PySide6.QtWidgets import QStyle
 
 from leanseg.gui.main_window.memory_dock import MEMORY_HEIGHT
 from leanseg.gui.memory.panel import MemoryPanel
@@ -24,8 +27,8 @@ def test_at_1024_by_640_the_controls_keep_their_height_and_the_image_keeps_room(
     memory_dock = window.memory_dock
     controls = window.controls
     scroll = window.docks[0].widget()
-    progress_bottom = controls.progress.mapTo(scroll.viewport(), QPoint(0, controls.progress.height())).y()
     qtbot.waitUntil(lambda: memory_dock.height() < MEMORY_HEIGHT)  # the memory plot gives way...
+    progress_bottom = controls.progress.mapTo(scroll.viewport(), QPoint(0, controls.progress.height())).y()
     assert progress_bottom <= scroll.viewport().height()  # ...to the controls down to Segment and its progress
     for box in (controls.device, controls.engine, controls.precision, controls.memory_budget, controls.tiling):
         assert box.height() >= box.minimumSizeHint().height()
@@ -38,6 +41,19 @@ def _axis_titles_whole(plot) -> bool:  # type: ignore[no-untyped-def]
     """Whether the memory plot's vertical axes draw their titles whole: from top to bottom inside the plot."""
     rects = [plot.getPlotItem().getAxis(side).label.sceneBoundingRect() for side in ("left", "right")]
     return all(rect.top() >= 0 and rect.bottom() <= plot.height() for rect in rects)
+
+
+def drag_memory_separator(qtbot, window, height: int) -> None:  # type: ignore[no-untyped-def]
+    """Drag the separator above the memory dock with the mouse, as a user does, until the dock is `height` high."""
+    dock = window.memory_dock
+    extent = window.style().pixelMetric(QStyle.PixelMetric.PM_DockWidgetSeparatorExtent, None, window)
+    grip = QPoint(dock.geometry().center().x(), dock.geometry().top() - (extent + 1) // 2)
+    assert window.childAt(grip) is None  # the premise: the window's own separator, not a widget, is under it
+    release_at = grip - QPoint(0, height - dock.height())
+    qtbot.mousePress(window, Qt.MouseButton.LeftButton, pos=grip)
+    qtbot.mouseMove(window, release_at)
+    qtbot.waitUntil(lambda: dock.height() == height)  # QMainWindow moves the separator on a timer, button held
+    qtbot.mouseRelease(window, Qt.MouseButton.LeftButton, pos=release_at)
 
 
 def _window_segmenting(qtbot, make_window, checkpoint, image, width: int, height: int):  # type: ignore[no-untyped-def]
@@ -63,8 +79,8 @@ def test_the_memory_dock_gets_its_height_back_when_the_window_grows_again(qtbot,
     qtbot.waitUntil(lambda: _axis_titles_whole(plot))
     left = plot.getPlotItem().getAxis("left")
     assert left.label.toPlainText() == "memory (MB)"  # its words back with the room
-    window.resizeDocks([memory_dock], [320], Qt.Orientation.Vertical)  # as the user drags the separator
-    qtbot.waitUntil(lambda: memory_dock.height() == 320)
+    drag_memory_separator(qtbot, window, 320)
+    assert window.memory_dock_height.wanted == 320
     window.resize(1000, 600)
     qtbot.waitUntil(lambda: memory_dock.height() < 320)
     window.resize(1280, 800)
@@ -81,12 +97,57 @@ def test_at_900_by_600_the_segment_button_and_its_progress_stay_in_view(qtbot, a
         return widget.mapTo(viewport, QPoint(0, widget.height())).y() <= viewport.height()
 
     qtbot.waitUntil(lambda: in_view(controls.segment) and in_view(controls.progress))
-    assert window.memory_dock.height() >= window.memory_dock.minimumSizeHint().height()
+    memory_dock = window.memory_dock
+    assert memory_dock.height() < MEMORY_HEIGHT  # it gave way, as far as room() asks (or down to its least)
+    assert memory_dock.height() <= max(window.memory_dock_height.room(), memory_dock.minimumSizeHint().height())
     qtbot.waitUntil(lambda: _axis_titles_whole(window.memory_panel.plot))  # a low plot: "(MB)", not "memory (M"
     window.resize(700, 500)  # lower still: the panel scrolls, and a window as low as this one keeps the dock up
     qtbot.waitUntil(lambda: window.memory_dock.height() == window.memory_dock.minimumSizeHint().height())
     window.resize(900, 600)
     qtbot.waitUntil(lambda: in_view(controls.segment) and in_view(controls.progress))
+
+
+@pytest.mark.parametrize("closed", ["Memory", "Inference"])
+def test_a_dock_closed_in_a_tall_window_and_reopened_in_a_low_one_leaves_segment_in_view(
+        qtbot, app_style, make_window, gui_tiny_checkpoint, small_image, closed):
+    window = _window_segmenting(qtbot, make_window, gui_tiny_checkpoint, small_image, 900, 800)
+    dock = next(dock for dock in window.docks if dock.windowTitle() == closed)
+    qtbot.waitUntil(lambda: window.memory_dock.height() == MEMORY_HEIGHT)
+    dock.toggleViewAction().trigger()  # View > Memory (or Inference): closed
+    qtbot.waitUntil(lambda: not dock.isVisible())
+    window.resize(900, 600)
+    qtbot.waitUntil(lambda: window.size() == QSize(900, 600))
+    dock.toggleViewAction().trigger()  # and opened again
+    qtbot.waitUntil(lambda: dock.isVisible())
+    controls = window.controls
+    viewport = window.docks[0].widget().viewport()
+
+    def in_view(widget) -> bool:  # type: ignore[no-untyped-def]
+        return widget.mapTo(viewport, QPoint(0, widget.height())).y() <= viewport.height()
+
+    qtbot.waitUntil(lambda: in_view(controls.segment) and in_view(controls.progress))
+    assert window.memory_dock.height() < MEMORY_HEIGHT  # the memory plot gave way again
+    assert window.memory_dock_height.wanted == MEMORY_HEIGHT  # and gets its height back in a taller window
+    window.resize(900, 800)
+    qtbot.waitUntil(lambda: window.memory_dock.height() == MEMORY_HEIGHT)
+
+
+def test_moving_the_overlay_dock_to_the_bottom_and_back_keeps_the_memory_docks_given_height(
+        qtbot, app_style, make_window):
+    window = make_window()
+    window.resize(900, 600)
+    qtbot.waitUntil(lambda: window.size() == QSize(900, 600))
+    memory_dock, overlay_dock = window.memory_dock, window.docks[1]
+    qtbot.waitUntil(lambda: memory_dock.height() < MEMORY_HEIGHT)  # the premise: a low window squeezes it
+    window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, overlay_dock)  # as a dock dragged there
+    central = window.centralWidget()
+    qtbot.waitUntil(lambda: overlay_dock.geometry().top() > central.geometry().bottom())  # laid out there
+    assert window.memory_dock_height.wanted == MEMORY_HEIGHT  # a layout's change, not the user's drag
+    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, overlay_dock)  # and back
+    qtbot.waitUntil(lambda: overlay_dock.geometry().left() > central.geometry().right())
+    assert window.memory_dock_height.wanted == MEMORY_HEIGHT
+    window.resize(1280, 800)
+    qtbot.waitUntil(lambda: memory_dock.height() == MEMORY_HEIGHT)  # a new window's height, nothing else
 
 
 def _has_text(image, x0: int, x1: int, y0: int, y1: int) -> bool:  # type: ignore[no-untyped-def]

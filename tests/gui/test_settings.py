@@ -1,16 +1,19 @@
-"""Settings survive a restart of the window: choices, overlay, geometry, the memory dock's height, recent files,
-folders, model."""
+"""Settings survive a restart of the window: choices, overlay, geometry, the memory dock's height (an unusable one
+gives the default), recent files, folders, model."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSize, Qt
+import pytest
+from PySide6.QtCore import QByteArray, QSize
 
 from leanseg.core.engine.multiscale import SUGGESTED_SCALES
+from leanseg.gui.main_window.memory_dock import MEMORY_HEIGHT
 from leanseg.gui.main_window.settings import MAX_RECENT_FILES, AppSettings
 from leanseg.gui.main_window.window import MainWindow
 
 from .conftest import JOB_TIMEOUT_MS, write_image
+from .test_layout import drag_memory_separator
 
 
 def test_settings_survive_a_restart_of_the_window(qtbot, make_window, gui_tiny_checkpoint, small_image,
@@ -79,8 +82,7 @@ def test_the_memory_docks_height_survives_a_restart_in_a_low_window(qtbot, make_
     first = make_window()
     first.resize(790, 780)  # within the offscreen screen (800x800)
     qtbot.waitUntil(lambda: first.size() == QSize(790, 780))
-    first.resizeDocks([first.memory_dock], [300], Qt.Orientation.Vertical)  # as the user drags the separator
-    qtbot.waitUntil(lambda: first.memory_dock.height() == 300)
+    drag_memory_separator(qtbot, first, 300)
     first.resize(790, 500)
     qtbot.waitUntil(lambda: first.memory_dock.height() < 300)  # closed while a low window squeezes it
     first.close()
@@ -91,6 +93,18 @@ def test_the_memory_docks_height_survives_a_restart_in_a_low_window(qtbot, make_
     qtbot.waitUntil(lambda: second.size() == QSize(790, 500))
     second.resize(790, 780)
     qtbot.waitUntil(lambda: second.memory_dock.height() == 300)  # the height the user gave it, not the squeezed one
+
+
+@pytest.mark.parametrize("saved", ["nan", "inf", "-5"])
+def test_an_unusable_saved_memory_dock_height_gives_the_default(qtbot, settings_path, no_default_model, saved):
+    settings = AppSettings(settings_path)
+    settings.set_text("window/memory_height", saved)  # a settings file edited by hand, or from another version
+    settings.sync()
+    window = MainWindow(settings=AppSettings(settings_path))
+    qtbot.addWidget(window)
+    window.show()
+    assert window.memory_dock_height.wanted == MEMORY_HEIGHT
+    qtbot.waitUntil(lambda: window.memory_dock.height() == MEMORY_HEIGHT)
 
 
 def test_recent_files_are_capped_and_skip_missing_files(tmp_path, settings_path):
