@@ -15,15 +15,23 @@ DEVICE_HELP = "auto (CUDA if present, else CPU), cpu, cuda or cuda:N"
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Adds `(default: X)` to each option's help that does not say its default already; keeps the
-    description's line breaks. Options without a value to show (None, False: a flag) are left as they are."""
+    """Adds `(default: X)` to each option's help that does not say its default already, X as it would be typed
+    (`on` for a --flag/--no-flag that is on, `256 320` for a pair); keeps the description's line breaks. Options
+    without a value to show (None, False: a flag) are left as they are."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         no_value = action.default is None or action.default is False or action.default in ("", argparse.SUPPRESS)
         if not action.option_strings or no_value or "default" in text:
             return text
-        return f"{text} (default: %(default)s)"
+        default = action.default
+        if default is True:
+            shown = "on"
+        elif isinstance(default, (tuple, list)):
+            shown = " ".join(map(str, default))
+        else:
+            shown = str(default)
+        return f"{text} (default: {shown.replace('%', '%%')})"
 
 
 HELP_FORMATTER = HelpFormatter

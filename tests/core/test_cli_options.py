@@ -63,10 +63,11 @@ def test_every_option_with_a_default_says_it_in_help() -> None:
 def test_help_texts_in_a_real_process() -> None:
     segment = _leanseg("segment", "--help")
     assert segment.returncode == 0
-    assert "--overlay, --no-overlay" in segment.stdout and "(default: True)" in segment.stdout
+    assert "--overlay, --no-overlay" in segment.stdout and "(default: on)" in segment.stdout  # as typed, not True
     assert "IMAGE" in segment.stdout and "image files (PNG, JPEG" in segment.stdout
     train = _leanseg("train", "--help")
     assert "(default: 8)" in train.stdout and "(default: auto)" in train.stdout  # --batch-size, --device
+    assert "training crop (default: 256 320)" in train.stdout  # a pair as it is typed, not (256, 320)
     profile = _leanseg("profile", "--help")
     assert "--chart-format {png,svg,pdf}" in profile.stdout and "(default: auto)" in profile.stdout
 
