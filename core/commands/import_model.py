@@ -64,8 +64,9 @@ def import_graph(source: Path, card_path: Path | None) -> tuple[LoadedModel, Mod
         kind = detect_format(source)
         if kind == "leanseg":
             raise CheckpointError(f"{source}: a leanseg checkpoint, which --model opens as it is; to have it by "
-                                  f"name (--model {source.stem}, the app's Models menu) copy it into the user "
-                                  f"model folder, {user_models_dir()}; import-model takes a .pt2 or an .onnx graph")
+                                  f"name (--model {source.stem}, the app's File > Installed models) copy it into the "
+                                  f"user model folder, {user_models_dir()}; import-model takes a .pt2 or an .onnx "
+                                  "graph")
         if kind == "bundle":
             raise CheckpointError(f"{source}: a .leanseg bundle already; import-model takes a .pt2 or an .onnx graph")
         card = read_card(card_path) if card_path is not None else card_for(source)

@@ -15,7 +15,8 @@ def autocast_for(device: torch.device, precision: str) -> contextlib.AbstractCon
     if precision == "fp32":
         return contextlib.nullcontext()
     if precision == "fp16" and device.type != "cuda":
-        raise ValueError("fp16 training needs CUDA; on the CPU use bf16 (this CPU has avx512_bf16) or fp32")
+        raise ValueError("fp16 training needs CUDA; on the CPU use bf16 (fast where the CPU has AVX512-BF16 or AMX) "
+                         "or fp32")
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device.type, dtype=dtype)
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..device import resolve_device
+from ..device import bf16_is_fast, resolve_device
 from ..io.outputs import atomic_write
 from ..jobs.folder_lock import FolderLock
 from ..model import build_model
@@ -105,6 +105,9 @@ def _train(config: TrainConfig, state: dict[str, Any] | None, command: str, log:
     """`train` from the checked resume `state` (None: a new run); `saved.epochs` follows each last.pt written."""
     out_dir = Path(config.out_dir)
     device = resolve_device(config.device)
+    if config.precision == "bf16" and not bf16_is_fast(device):  # bf16 is the default; where it is slow, say so
+        log(f"note: this {device.type.upper()} has no native bf16 convolutions (AVX512-BF16/AMX or a bf16 GPU): "
+            "bf16 training runs slower than fp32 here; --precision fp32 is faster")
     spec = load_spec(config.spec_path)
     ignore = spec.ignored
     torch.manual_seed(config.seed)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from leanseg.core.model import MobileUNet, MobileUNetConfig, PlainUNet, PlainUNetConfig
+from leanseg.core.train import loop
 from leanseg.core.train.checkpointing import enable_activation_checkpointing, plan_activation_checkpointing
 from leanseg.core.train.loop import train
 from leanseg.core.train.options import TrainConfig
@@ -106,3 +107,21 @@ def test_training_with_checkpointing_logs_its_plan(tmp_path: Path) -> None:
     train(config, log=lines.append)
     assert any(line.startswith("activation checkpointing: ") for line in lines), lines
     assert (tmp_path / "run" / "best.safetensors").is_file()
+
+
+@pytest.mark.parametrize("native_bf16", [True, False])
+def test_bf16_training_on_a_cpu_without_native_bf16_says_fp32_is_faster(tmp_path: Path, native_bf16: bool,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """bf16 is the default precision; on a CPU without AVX512-BF16/AMX it runs on slow reference kernels."""
+    monkeypatch.setattr(loop, "bf16_is_fast", lambda device: native_bf16)  # the probe's answer on such a CPU
+    data = make_dataset(tmp_path / "data", train=4, val=2)
+    config = TrainConfig(data_dir=str(data), spec_path=str(data / "spec.json"), out_dir=str(tmp_path / "run"),
+                         model="PlainUNet", width=0.25, epochs=1, batch_size=2, crop=(32, 32), precision="bf16",
+                         device="cpu")
+    lines: list[str] = []
+    train(config, log=lines.append)
+    noted = [line for line in lines if "no native bf16" in line]
+    assert noted == ([] if native_bf16 else [
+        "note: this CPU has no native bf16 convolutions (AVX512-BF16/AMX or a bf16 GPU): bf16 training runs slower "
+        "than fp32 here; --precision fp32 is faster"]), lines
+    assert (tmp_path / "run" / "best.safetensors").is_file()  # a note, not a refusal: it trains in bf16 all the same

@@ -113,7 +113,7 @@ def test_export_never_replaces_a_file_and_is_a_safetensors_name(tmp_path: Path) 
 
     importing = [*train_args(data, tmp_path, epochs=1)[:3], "import-model", str(fresh)]
     assert_one_line_refusal(leanseg_train(importing), f"{fresh}: a leanseg checkpoint, which --model opens as it is",
-                            "(--model new, the app's Models menu) copy it into the user model folder")
+                            "(--model new, the app's File > Installed models) copy it into the user model folder")
 
     state = tmp_path / "run" / "last.pt"  # the run's resume state given as a model: pointed at its weights
     segment = [*train_args(data, tmp_path, epochs=1)[:3], "segment", str(image), "--model", str(state), "--out",
