@@ -32,7 +32,8 @@ MAJOR_MARKS = ("start", "done", "cancel", "failed", "empty", "reset")  # first w
 MARKS_Z = 1000.0  # mark lines stack from here down (a thousandth each), above the curves (0) and the peak line
 PEAK_Z = 0.5  # over the curves (0), under the mark labels, which the dashed peak line would otherwise cross
 LABEL_FILL = pg.mkBrush(23, 24, 27, 190)  # VIEW_BACKGROUND, a little see-through: lines behind a label fade
-MARK_ROWS = (0.93, 0.78, 0.63, 0.48)  # heights of the mark label rows, as a fraction of the plot's height
+MARK_ROWS = (0.93, 0.78, 0.63, 0.48)  # heights of the mark label rows, as a fraction of the plot's height,
+# spread further apart, and fewer, where the plot is too low for a label's height between them (`_row_heights`)
 MARK_GAP_PX = 6  # space kept between two labels in one row
 LEGEND_HEIGHT_PX = 18  # height of the legend row above the plot
 PEAK_TIP = (
@@ -72,6 +73,7 @@ class MemoryPanel(QWidget):
         self.plot.disableAutoRange()
         self._show_legend()
         self.live_view = self._right_axis_view()
+        self.plot.getViewBox().sigResized.connect(self._place_labels)
         self.curves: dict[str, pg.PlotDataItem] = {}
         for key, name, colour in CURVES:
             curve = pg.PlotDataItem(name=name, pen=pg.mkPen(colour, width=2))
@@ -85,6 +87,7 @@ class MemoryPanel(QWidget):
         self.peak_line.setVisible(False)
         self.plot.addItem(self.peak_line)
         self._mark_lines: list[pg.InfiniteLine] = []
+        self._label_rows: dict[pg.InfiniteLine, int] = {}  # the labelled marks' rows
         self._marks_added = 0  # marks drawn so far: each new one goes under the ones before it
         self._last_mark_time = float("-inf")
         self._row_ends = [float("-inf")] * len(MARK_ROWS)  # time where the last label of each row ends
@@ -158,6 +161,7 @@ class MemoryPanel(QWidget):
         for line in self._mark_lines:
             self.plot.removeItem(line)
         self._mark_lines.clear()
+        self._label_rows.clear()
         self._last_mark_time = float("-inf")
         self._row_ends = [float("-inf")] * len(MARK_ROWS)
         self._x_start, self._y_top, self._live_top = -1.0, 0.0, 0.0
@@ -233,15 +237,37 @@ class MemoryPanel(QWidget):
             row = self._label_row(time, label) if major else 0
             line = pg.InfiniteLine(pos=time, angle=90, movable=False, pen=pen,
                                    label=label if major else None,
-                                   labelOpts={"position": MARK_ROWS[row], "color": PLOT_TEXT,
+                                   labelOpts={"position": self._row_heights()[row], "color": PLOT_TEXT,
                                               "anchors": [(0, 0.5), (0, 0.5)], "fill": LABEL_FILL})
+            if major:
+                self._label_rows[line] = row
             # each mark under the ones before it: a label reaches right, over the lines of later marks only
             self._marks_added += 1
             line.setZValue(MARKS_Z - self._marks_added / 1000)
             self.plot.addItem(line)
             self._mark_lines.append(line)
         while len(self._mark_lines) > 400:  # keep the plot cheap on long sessions
-            self.plot.removeItem(self._mark_lines.pop(0))
+            old = self._mark_lines.pop(0)
+            self._label_rows.pop(old, None)
+            self.plot.removeItem(old)
+
+    def _row_heights(self) -> tuple[float, ...]:
+        """The label rows that fit the plot at its present height, as fractions of it: MARK_ROWS where the plot is
+        tall enough; in a low plot a label's height apart, the top one inside the plot, and only as many as fit."""
+        height = self.plot.getViewBox().height()
+        text = QFontMetrics(self.font()).height()
+        if height <= text:
+            return MARK_ROWS[:1]
+        top = min(MARK_ROWS[0] * height, height - text / 2)
+        step = max((MARK_ROWS[0] - MARK_ROWS[1]) * height, text)
+        rows = [top - i * step for i in range(len(MARK_ROWS))]
+        return tuple(y / height for y in rows if y >= text / 2) or MARK_ROWS[:1]
+
+    def _place_labels(self) -> None:
+        """Put each label back on its row after the plot's height changed (a row that no longer fits: the lowest)."""
+        heights = self._row_heights()
+        for line, row in self._label_rows.items():
+            line.label.setPosition(heights[min(row, len(heights) - 1)])
 
     def _label_row(self, time: float, label: str) -> int:
         """The first row whose last label ends before `time` (else the one that ends soonest); books the span."""
@@ -249,8 +275,9 @@ class MemoryPanel(QWidget):
         if not np.isfinite(seconds_per_px) or seconds_per_px <= 0:
             seconds_per_px = WINDOW_S / 800
         width_px = QFontMetrics(self.font()).horizontalAdvance(label) + 2 * MARK_GAP_PX
-        free = [row for row, end in enumerate(self._row_ends) if end <= time]
-        row = free[0] if free else int(np.argmin(self._row_ends))
+        ends = self._row_ends[:len(self._row_heights())]  # the rows that fit the plot now
+        free = [row for row, end in enumerate(ends) if end <= time]
+        row = free[0] if free else int(np.argmin(ends))
         self._row_ends[row] = time + width_px * seconds_per_px
         return row
 

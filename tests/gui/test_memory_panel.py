@@ -109,21 +109,59 @@ def test_engine_live_tensors_have_their_own_axis(qtbot, monitor):
     assert curve in panel.live_view.addedItems and panel.plot.getPlotItem().getAxis("right").isVisible()
 
 
-def test_marks_close_in_time_have_labels_that_do_not_overlap(qtbot, monitor):
+def _label_text_rects(panel: MemoryPanel) -> list:
+    """Where the mark labels' text is drawn in the scene (each label's box less its text margin)."""
+    rects = []
+    for line in panel._mark_lines:
+        if line.label is not None:
+            margin = line.label.textItem.document().documentMargin()
+            rects.append(line.label.sceneBoundingRect().adjusted(margin, margin, -margin, -margin))
+    return rects
+
+
+@pytest.mark.parametrize(("height", "labels"), [
+    (260, ("start", "done", "reset peak", "empty cache freed 0 B")),
+    (150, ("start", "done", "reset peak")),  # a plot about 50 px high, as in the smallest memory dock
+])
+def test_marks_close_in_time_have_labels_that_do_not_overlap(qtbot, monitor, height, labels):
     panel = MemoryPanel(monitor, refresh_ms=20)
     qtbot.addWidget(panel)
-    panel.resize(900, 260)
+    panel.resize(900, height)
     panel.show()
     qtbot.waitUntil(lambda: panel._x_start >= 0, timeout=10_000)
-    for label in ("start", "done", "reset peak", "empty cache freed 0 B"):
+    for label in labels:
         monitor.mark(label)  # all within a few milliseconds: the same pixel on a 30 s axis
-    qtbot.waitUntil(lambda: len(_labels_on_plot(panel)) == 4, timeout=5_000)
-    rects = [line.label.sceneBoundingRect() for line in panel._mark_lines if line.label is not None]
+    qtbot.waitUntil(lambda: len(_labels_on_plot(panel)) == len(labels), timeout=5_000)
+    rects = _label_text_rects(panel)
     plot_rect = panel.plot.getViewBox().sceneBoundingRect()
     for i, rect in enumerate(rects):
         assert plot_rect.contains(rect.center())
+        assert rect.top() >= plot_rect.top() - 1 and rect.bottom() <= plot_rect.bottom() + 1  # not cut off
         for other in rects[i + 1:]:
             assert not rect.intersects(other), (rect, other)
+
+
+def test_mark_labels_move_to_rows_that_fit_when_the_panel_is_lowered(qtbot, monitor):
+    panel = MemoryPanel(monitor, refresh_ms=20)
+    qtbot.addWidget(panel)
+    panel.resize(900, 300)
+    panel.show()
+    qtbot.waitUntil(lambda: panel._x_start >= 0, timeout=10_000)
+    for label in ("start", "done", "reset peak"):
+        monitor.mark(label)
+    qtbot.waitUntil(lambda: len(_labels_on_plot(panel)) == 3, timeout=5_000)
+    panel.resize(900, 150)  # the rows of a 200 px plot, 30 px apart, would be 8 px apart in a 50 px one
+    qtbot.waitUntil(lambda: panel.plot.getViewBox().height() < 60, timeout=5_000)
+
+    def labels_apart_inside_the_plot() -> None:
+        rects = _label_text_rects(panel)
+        plot_rect = panel.plot.getViewBox().sceneBoundingRect()
+        for i, rect in enumerate(rects):
+            assert rect.top() >= plot_rect.top() - 1 and rect.bottom() <= plot_rect.bottom() + 1
+            for other in rects[i + 1:]:
+                assert not rect.intersects(other), (rect, other)
+
+    qtbot.waitUntil(labels_apart_inside_the_plot, timeout=5_000)  # the labels follow the plot's new height
 
 
 def test_a_mark_label_is_drawn_over_the_lines_that_can_cross_it(qtbot, monitor):
