@@ -226,6 +226,7 @@ class MemoryPanel(QWidget):
             self.peak_line.setVisible(True)
 
     def _add_new_marks(self, marks: list[tuple[float, str]]) -> None:
+        heights = self._row_heights()  # the label rows that fit the plot now
         for time, mark in marks:
             if time <= self._last_mark_time:
                 continue
@@ -234,10 +235,10 @@ class MemoryPanel(QWidget):
             major = label.split()[0].lower().startswith(MAJOR_MARKS) if label else False
             style = Qt.PenStyle.SolidLine if major else Qt.PenStyle.DotLine
             pen = pg.mkPen(DIM_TEXT if major else "#4a4e57", width=1, style=style)
-            row = self._label_row(time, label) if major else 0
+            row = self._label_row(time, label, len(heights)) if major else 0
             line = pg.InfiniteLine(pos=time, angle=90, movable=False, pen=pen,
                                    label=label if major else None,
-                                   labelOpts={"position": self._row_heights()[row], "color": PLOT_TEXT,
+                                   labelOpts={"position": heights[row], "color": PLOT_TEXT,
                                               "anchors": [(0, 0.5), (0, 0.5)], "fill": LABEL_FILL})
             if major:
                 self._label_rows[line] = row
@@ -269,13 +270,14 @@ class MemoryPanel(QWidget):
         for line, row in self._label_rows.items():
             line.label.setPosition(heights[min(row, len(heights) - 1)])
 
-    def _label_row(self, time: float, label: str) -> int:
-        """The first row whose last label ends before `time` (else the one that ends soonest); books the span."""
+    def _label_row(self, time: float, label: str, rows: int) -> int:
+        """The first of the top `rows` rows whose last label ends before `time` (else the one that ends soonest);
+        books the span."""
         seconds_per_px = self.plot.getViewBox().viewPixelSize()[0]
         if not np.isfinite(seconds_per_px) or seconds_per_px <= 0:
             seconds_per_px = WINDOW_S / 800
         width_px = QFontMetrics(self.font()).horizontalAdvance(label) + 2 * MARK_GAP_PX
-        ends = self._row_ends[:len(self._row_heights())]  # the rows that fit the plot now
+        ends = self._row_ends[:rows]
         free = [row for row, end in enumerate(ends) if end <= time]
         row = free[0] if free else int(np.argmin(ends))
         self._row_ends[row] = time + width_px * seconds_per_px
