@@ -119,6 +119,17 @@ def _label_text_rects(panel: MemoryPanel) -> list:
     return rects
 
 
+def _assert_labels_apart_inside_the_plot(panel: MemoryPanel) -> None:
+    """No mark label's text covers another's, and each lies whole inside the plot (not cut off at its edge)."""
+    rects = _label_text_rects(panel)
+    plot_rect = panel.plot.getViewBox().sceneBoundingRect()
+    for i, rect in enumerate(rects):
+        assert plot_rect.contains(rect.center())
+        assert rect.top() >= plot_rect.top() - 1 and rect.bottom() <= plot_rect.bottom() + 1
+        for other in rects[i + 1:]:
+            assert not rect.intersects(other), (rect, other)
+
+
 @pytest.mark.parametrize(("height", "labels"), [
     (260, ("start", "done", "reset peak", "empty cache freed 0 B")),
     (150, ("start", "done", "reset peak")),  # a plot about 50 px high, as in the smallest memory dock
@@ -132,13 +143,7 @@ def test_marks_close_in_time_have_labels_that_do_not_overlap(qtbot, monitor, hei
     for label in labels:
         monitor.mark(label)  # all within a few milliseconds: the same pixel on a 30 s axis
     qtbot.waitUntil(lambda: len(_labels_on_plot(panel)) == len(labels), timeout=5_000)
-    rects = _label_text_rects(panel)
-    plot_rect = panel.plot.getViewBox().sceneBoundingRect()
-    for i, rect in enumerate(rects):
-        assert plot_rect.contains(rect.center())
-        assert rect.top() >= plot_rect.top() - 1 and rect.bottom() <= plot_rect.bottom() + 1  # not cut off
-        for other in rects[i + 1:]:
-            assert not rect.intersects(other), (rect, other)
+    _assert_labels_apart_inside_the_plot(panel)
 
 
 def test_mark_labels_move_to_rows_that_fit_when_the_panel_is_lowered(qtbot, monitor):
@@ -152,16 +157,8 @@ def test_mark_labels_move_to_rows_that_fit_when_the_panel_is_lowered(qtbot, moni
     qtbot.waitUntil(lambda: len(_labels_on_plot(panel)) == 3, timeout=5_000)
     panel.resize(900, 150)  # the rows of a 200 px plot, 30 px apart, would be 8 px apart in a 50 px one
     qtbot.waitUntil(lambda: panel.plot.getViewBox().height() < 60, timeout=5_000)
-
-    def labels_apart_inside_the_plot() -> None:
-        rects = _label_text_rects(panel)
-        plot_rect = panel.plot.getViewBox().sceneBoundingRect()
-        for i, rect in enumerate(rects):
-            assert rect.top() >= plot_rect.top() - 1 and rect.bottom() <= plot_rect.bottom() + 1
-            for other in rects[i + 1:]:
-                assert not rect.intersects(other), (rect, other)
-
-    qtbot.waitUntil(labels_apart_inside_the_plot, timeout=5_000)  # the labels follow the plot's new height
+    # the labels follow the plot's new height
+    qtbot.waitUntil(lambda: _assert_labels_apart_inside_the_plot(panel), timeout=5_000)
 
 
 def test_a_mark_label_is_drawn_over_the_lines_that_can_cross_it(qtbot, monitor):
