@@ -18,10 +18,10 @@ from ..events import JobEvent
 from ..io.images import ALPHA_IGNORED
 from ..io.outputs import OutputPathError
 from ..io.video_probe import VIDEO_SUFFIXES
-from ..jobs.batch import BatchSummary, cannot_write_output, require_writable_output, run_batch
+from ..jobs.batch import BatchSummary, describe_batch_os_error, require_writable_output, run_batch
 from ..jobs.batch_plan import BatchSettings, require_images
 from ..jobs.folder_lock import FolderLock
-from ..jobs.manifest import ImageRecord, ManifestError
+from ..jobs.manifest import MANIFEST_NAME, SUMMARY_NAME, ImageRecord, ManifestError
 from ..memory import format_bytes, peak_label
 from . import SUMMARIES
 from .batch_ray import add_ray_options, check_ray_arguments, ray_requested, run_on_ray
@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         ray_options = check_ray_arguments(args) if ray_requested(args) else None
         require_images(settings)  # before the lock creates OUT_DIR and before the model loads
         require_writable_output(settings)
-        check_memory_log(args.memory_log)
+        check_memory_log(args.memory_log, [(settings.out_dir / SUMMARY_NAME, f"the batch's {SUMMARY_NAME}"),
+                                           (settings.out_dir / MANIFEST_NAME, f"the batch's {MANIFEST_NAME}")])
         lock = FolderLock(settings.out_dir, on_note=lambda note: print(note, file=sys.stderr, flush=True))
         with lock:  # taken before the model is built, so a second run on this folder is refused at once
             return _run_locked(args, settings, ray_options)
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     except OutputPathError as err:  # names the folder already
         return report_error(CommandError(str(err)))
     except OSError as err:
-        return report_error(CommandError(cannot_write_output(args.out, err)))
+        return report_error(CommandError(describe_batch_os_error(args.out, err)))
 
 
 def _run_locked(args: argparse.Namespace, settings: BatchSettings, ray_options: RayOptions | None) -> int:

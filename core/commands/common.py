@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 import threading
@@ -19,7 +20,7 @@ from ..events import EventSink, JobEvent
 from ..io.images import DEFAULT_MAX_PIXELS, set_max_pixels
 from ..io.outputs import OutputPathError, check_output_file
 from ..memory import MemoryMonitor, parse_bytes
-from ..memory.log import sidecar_path
+from ..memory.log import sidecar_path, written_as_memory_log
 from ..model.card import default_input
 from ..model.catalog import display_name
 from ..model.checkpoint import CheckpointError, LoadedModel
@@ -43,10 +44,13 @@ def size_argument(text: str) -> int:
 
 
 def positive_int(text: str) -> int:
-    """argparse type for counts that must be 1 or more (threads, pixels)."""
+    """argparse type for counts that must be 1 or more (threads, pixels): 1000000, 1,000,000, 1_000_000 or 1e6."""
+    plain = text.replace("_", "").replace(",", "") if re.fullmatch(r"\d{1,3}(,\d{3})+|[^,]*", text) else text
     try:
-        value = int(text.replace("_", ""))
-    except ValueError:
+        value = int(plain) if plain.isdigit() or plain.startswith("-") else int(float(plain))
+        if not float(plain).is_integer():
+            raise ValueError(plain)
+    except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
@@ -233,17 +237,34 @@ def add_memory_log_option(parser: argparse.ArgumentParser) -> None:
                              "draw it with `leanseg plot-memory FILE.csv --out FILE.png`")
 
 
-def check_memory_log(path: Path | None) -> None:
+def check_memory_log(path: Path | None, reserved: Sequence[tuple[Path, str]] = ()) -> None:
     """OutputPathError, before the model loads, unless the --memory-log CSV and its JSON sidecar beside it can be
     written; the message begins with the option and the path given (`--memory-log PATH: FOLDER: cannot write ...`).
-    Call it beside `--out`'s check: the log itself is written only at the end, after all the work."""
+    The log must be named NAME.csv, and only an earlier memory log is replaced: an input image, a model's card
+    (NAME.json, where the sidecar goes) or any other file is refused, as are the files in `reserved` (each with
+    what it is: the run writes them itself). Call it beside `--out`'s check: the log is written at the end."""
     if path is None:
         return
     named = f"--memory-log {path}"
     check_output_file(path, f"{named}:", f"{named} is a folder; give a file name such as {path / 'memory.csv'}")
+    require_csv_name(path)
     sidecar = sidecar_path(path)
     if sidecar.is_dir():
         raise OutputPathError(f"{named}: its JSON sidecar {sidecar} is a folder; move it or choose another name")
+    for file, what in ((path, "it"), (sidecar, f"its JSON sidecar {sidecar}")):
+        for other, other_is in reserved:
+            if file.resolve() == other.resolve():
+                raise OutputPathError(f"{named}: {what} would replace {other_is}; choose another name")
+        if file.is_file() and not written_as_memory_log(file):
+            raise OutputPathError(f"{named}: {what} already exists and is not a leanseg memory log, so it is not "
+                                  "replaced; choose another name")
+
+
+def require_csv_name(path: Path | None) -> None:
+    """OutputPathError unless the --memory-log file is named NAME.csv (so it cannot land on an image or output)."""
+    if path is not None and path.suffix.lower() != ".csv":
+        raise OutputPathError(f"--memory-log {path}: a memory log is a CSV file; give a name ending in .csv, such "
+                              f"as {path.with_suffix('.csv').name}")
 
 
 @contextmanager

@@ -24,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help=SUMMARIES["eval"], description=__doc__)
     p.add_argument("--data", type=Path, required=True, help="folder with SPLIT.txt or SPLIT/images + SPLIT/labels")
     p.add_argument("--split", default="val", help="default val")
-    p.add_argument("--json", type=Path, default=None, help="write the figures here (default: OUT/eval_SPLIT.json)")
+    p.add_argument("--json", type=Path, default=None,
+                   help="write the figures to this NAME.json, replacing only an earlier eval's figures "
+                   "(default: OUT/eval_SPLIT.json)")
     p.add_argument("--out", type=Path, default=Path("out"), help="folder for the JSON (default out/)")
     p.add_argument("--per-sequence", action="store_true",
                    help="also report each sequence (frame-name prefix before the first '_') on its own")
@@ -38,6 +40,11 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             check_output_file(target, f"--json {target}:",
                               f"{target} is a folder; give --json a file name such as {target / 'eval.json'}")
+            if target.suffix.lower() != ".json":
+                raise CommandError(f"--json {target}: the figures are JSON; give a name ending in .json")
+        if target.is_file() and not _written_by_eval(target):
+            raise CommandError(f"{target}: already exists and is not a `leanseg eval` result, so it is not "
+                               "replaced; give --json another name")
         else:
             check_output_file(target, "--out", f"{target} is a folder; move it or give --json a file name")
         split = split_frames(args.data, args.split)  # every file checked to exist before the model loads
@@ -73,6 +80,11 @@ def run(args: argparse.Namespace) -> int:
         frames[sequence] = frames.get(sequence, 0) + 1
         bar.update()
     bar.close()
+    if not matrix.sum():
+        return report_error(CommandError(
+            f"{args.data}, split {args.split}: no pixel could be scored: every label value is outside the model's "
+            f"{k} classes{'' if info.ignore_index is None else f' or is the ignore index {info.ignore_index}'}; "
+            f"nothing written"))
     ious = iou_per_class(matrix)
     width = max(len("pixel accuracy"), *(len(n) for n in info.class_names))
     print(f"| {'class'.ljust(width)} | IoU    |\n| {'-' * width} | ------ |")
@@ -95,6 +107,15 @@ def run(args: argparse.Namespace) -> int:
         return report_error(err)
     print(f"written {target}", file=sys.stderr)
     return 0
+
+
+def _written_by_eval(path: Path) -> bool:
+    """Whether the existing file `path` holds figures an earlier `leanseg eval` wrote (safe to replace)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(data, dict) and {"split", "mean_iou", "confusion_matrix"} <= data.keys()
 
 
 def _warn_unknown_labels(truth: np.ndarray, label_path: Path, k: int, ignore_index: int | None,

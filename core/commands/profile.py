@@ -13,7 +13,9 @@ from ..benchmarks.report import format_table
 from ..device import resolve_device
 from ..events import JobCancelled, JobEvent
 from ..memory import format_bytes
+from ..model.checkpoint import CheckpointError
 from ..model.model_names import find_model
+from ..model.sources import load_model
 from ..profile import CONFIGURATION_NAMES, LabRequest, LabResult, ModelSpec, default_spec, run_lab, write_lab
 from ..profile.records import MemoryProfile
 from . import SUMMARIES
@@ -46,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
             args.model = find_model(args.model)  # a path, or an installed model's file or card name
             if not args.model.is_file():
                 raise ValueError(f"--model {args.model}: no such file")
+            try:  # said once here, not once per configuration's subprocess
+                load_model(args.model)
+            except CheckpointError as err:
+                raise ValueError(str(err)) from None
             spec, which = ModelSpec(str(args.model)), f"model {args.model}"
         else:
             spec, which = default_spec()

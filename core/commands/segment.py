@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..events import JobEvent
 from ..io.outputs import OutputPathError, check_output_folder
+from ..io.video_probe import VIDEO_SUFFIXES
 from ..jobs import JobSummary, ManifestError, segment_files
 from ..memory import format_bytes, peak_label
 from . import SUMMARIES
@@ -124,7 +125,11 @@ def _distinct(images: list[Path]) -> list[Path]:
 
 
 def _check_some_image_exists(images: list[Path]) -> None:
-    """CommandError before the model loads when no IMAGE is a file (one missing among others fails alone)."""
+    """CommandError before the model loads when no IMAGE is a file, or all are videos (one missing among others
+    fails alone)."""
+    if all(image.suffix.lower() in VIDEO_SUFFIXES and image.is_file() for image in images):
+        raise CommandError(f"{images[0]}: is a video (segment a video with `leanseg video {images[0]} --out "
+                           f"{images[0].stem}_overlay.mp4`)")
     if any(image.is_file() for image in images):
         return
     first = images[0]

@@ -36,6 +36,7 @@ from .common import (
     memory_logging,
     positive_int,
     report_error,
+    require_csv_name,
 )
 from .options import HELP_FORMATTER, add_overlay_options
 from .progress import JobProgress
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         check_video_file(args.input)  # missing, unreadable or not a video: said before the model loads
         guard = _output_guard(args, options)
         guard.check()  # before the model loads and before anything is written
+        require_csv_name(args.memory_log)
         folders = _output_folders(args, options)
         for folder, option in folders.items():
             check_output_folder(folder, option)

@@ -81,6 +81,21 @@ def max_pixels() -> int:
 _max_pixels = DEFAULT_MAX_PIXELS
 
 
+def _read_head(path: Path) -> bytes:
+    """The file's first 16 bytes; ImageReadError when it is missing, a folder, empty or cannot be read."""
+    try:
+        if not path.exists():
+            raise ImageReadError(path, "no such file")
+        if path.is_dir():
+            raise ImageReadError(path, "is a folder, not an image")
+        if path.stat().st_size == 0:
+            raise ImageReadError(path, "file is empty (0 bytes)")
+        with path.open("rb") as handle:
+            return handle.read(16)
+    except OSError as err:  # no permission, on the file or a folder above it
+        raise ImageReadError(path, f"cannot read it ({err.strerror or err})") from None
+
+
 def read_image(path: str | Path, max_pixels: int | None = None) -> ImageData:
     """Decode PNG, JPEG, BMP, TIFF or WebP; raise ImageReadError for anything unreadable.
 
@@ -89,15 +104,7 @@ def read_image(path: str | Path, max_pixels: int | None = None) -> ImageData:
     """
     limit = _max_pixels if max_pixels is None else max_pixels
     path = Path(path)
-    if not path.exists():
-        raise ImageReadError(path, "no such file")
-    if path.is_dir():
-        raise ImageReadError(path, "is a folder, not an image")
-    size = path.stat().st_size
-    if size == 0:
-        raise ImageReadError(path, "file is empty (0 bytes)")
-    with path.open("rb") as handle:
-        head = handle.read(16)
+    head = _read_head(path)
     if head[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):
         image = _read_tiff(path, limit)
     else:

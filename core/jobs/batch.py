@@ -148,12 +148,12 @@ def run_batch(
     except OutputPathError:
         raise  # names the file and why already
     except OSError as err:  # in the output folder (e.g. the lock file refused): said as `leanseg batch` says it
-        if not _within(err.filename, settings.out_dir):
+        if not within_folder(err.filename, settings.out_dir):
             raise  # an input that went away, say: not the output folder's fault
         raise OutputPathError(cannot_write_output(settings.out_dir, err)) from err
 
 
-def _within(filename: str | bytes | int | None, folder: Path) -> bool:
+def within_folder(filename: str | bytes | int | None, folder: Path) -> bool:
     """Whether an OSError's file lies in `folder` (or is it); a file-less error counts as the folder's."""
     if filename is None or isinstance(filename, int):
         return True
@@ -166,6 +166,14 @@ def require_writable_output(settings: BatchSettings) -> None:
     (or the folder above it that exists): '{out_dir}: cannot write the output folder (no permission to write in
     ...)'. Writes nothing that stays."""
     check_output_folder(settings.out_dir, "")
+
+
+def describe_batch_os_error(out_dir: Path, err: OSError) -> str:
+    """An OSError of a batch, blamed on what it is about: the output folder (`cannot_write_output`), or the input
+    file or folder it names ('rec/locked: cannot read it (Permission denied)')."""
+    if isinstance(err, OutputPathError) or within_folder(err.filename, out_dir):
+        return cannot_write_output(out_dir, err)
+    return f"{os.fsdecode(err.filename)}: cannot read it ({err.strerror or err})"  # type: ignore[arg-type]
 
 
 def cannot_write_output(out_dir: Path, err: OSError) -> str:

@@ -6,6 +6,7 @@ on threads, and a cluster job can run `process_image` on workers and `Manifest.f
 from __future__ import annotations
 
 import io
+import os
 import threading
 from dataclasses import dataclass
 
@@ -98,7 +99,10 @@ def ok_record(task: ImageTask, read: ReadInput, result: Segmentation, outputs: d
 def error_record(task: ImageTask, err: BaseException) -> ImageRecord:
     """A failed input: the message names the file (ImageReadError's does already)."""
     message = str(err)
-    if str(task.source) not in message:
+    if isinstance(err, OSError) and err.strerror and not isinstance(err.filename, int):  # not '[Errno 13] ...'
+        named = err.filename is not None and os.fsdecode(err.filename) != str(task.source)
+        message = f"{task.source}: {os.fsdecode(err.filename) + ': ' if named else ''}{err.strerror}"
+    elif str(task.source) not in message:
         message = f"{task.source}: {type(err).__name__}: {message}"
     return ImageRecord(source=task.key, status="error", error=message)
 

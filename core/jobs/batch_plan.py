@@ -88,7 +88,7 @@ class BatchPlan:
     tasks: list[ImageTask]  # to segment now, in path order
     finished: list[str]  # keys the manifest shows finished and intact: skipped
     total: int  # images found
-    damaged: list[str] = field(default_factory=list)  # one line per finished image redone: output damaged
+    damaged: list[str] = field(default_factory=list)  # a line per finished image redone (output damaged, input changed)
     left_out: list[str] = field(default_factory=list)  # files in the input folder that are not images: not read
     image_folders: list[str] = field(default_factory=list)  # sub-folders with images, not read (not recursive)
     hidden_images: list[str] = field(default_factory=list)  # image files named ".NAME": not read
@@ -188,7 +188,7 @@ def _walk_inputs(in_dir: Path, recursive: bool, suffixes: tuple[str, ...],
     by their suffix, hidden files only when they have an image suffix."""
     wanted = {s.lower() for s in suffixes}
     excluded = exclude.resolve() if exclude is not None else None
-    for folder, dirs, files in os.walk(in_dir):
+    for folder, dirs, files in os.walk(in_dir, onerror=_refuse_unreadable):
         base = Path(folder)
         dirs[:] = sorted(d for d in dirs if recursive and _walked(base / d, excluded))
         for name in sorted(files):
@@ -199,8 +199,17 @@ def _walk_inputs(in_dir: Path, recursive: bool, suffixes: tuple[str, ...],
 
 def _walked(folder: Path, excluded: Path | None) -> bool:
     """Whether a recursive walk goes into `folder`: not hidden, not the output folder, not leanseg's outputs."""
-    return (not folder.name.startswith(".") and (excluded is None or folder.resolve() != excluded)
-            and not (folder / MANIFEST_NAME).is_file())
+    if folder.name.startswith(".") or (excluded is not None and folder.resolve() == excluded):
+        return False
+    try:
+        return not (folder / MANIFEST_NAME).is_file()
+    except OSError as err:  # a folder that cannot be entered: said, not skipped unsaid
+        raise ValueError(f"{folder}: cannot read this folder ({err.strerror or err})") from None
+
+
+def _refuse_unreadable(err: OSError) -> None:
+    """os.walk's onerror: a folder that cannot be listed is an error naming it (os.walk would skip it unsaid)."""
+    raise ValueError(f"{err.filename}: cannot read this folder ({err.strerror or err})") from None
 
 
 def _folders_with_images(in_dir: Path, suffixes: tuple[str, ...], exclude: Path | None) -> list[Path]:

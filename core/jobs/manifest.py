@@ -65,6 +65,11 @@ class Manifest:
 
     def _load(self) -> None:
         path = self.out_dir / MANIFEST_NAME
+        summary = self.out_dir / SUMMARY_NAME
+        if summary.exists() and not path.exists() and not (self.out_dir / JOURNAL_NAME).exists():
+            raise ManifestError(f"{summary}: exists and no batch of this folder wrote it (there is no "
+                                f"{MANIFEST_NAME}), so it is not replaced; move it, {self.how_to_overwrite} to "
+                                "replace it, or choose another output folder")
         if path.exists():
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
@@ -115,13 +120,14 @@ class Manifest:
     def verify(self, source: str, kinds: tuple[str, ...], input_bytes: int,
                input_mtime_ns: int) -> tuple[bool, str]:
         """(finished, damage): finished when `source` finished ok from this very input and each wanted output
-        has the size and checksum it was written with; damage names a recorded output that does not."""
+        has the size and checksum it was written with; damage names a recorded output that does not, or says that
+        the input changed since."""
         with self._lock:
             record = self.records.get(source)
         if record is None or record.status != "ok":
             return False, ""
         if (record.input_bytes, record.input_mtime_ns) != (input_bytes, input_mtime_ns):
-            return False, ""
+            return False, f"{source}: changed since it was segmented (its size or time stamp); redoing it"
         for kind in kinds:
             output = record.outputs.get(kind)
             if output is None:

@@ -51,6 +51,23 @@ def sidecar_path(path: str | Path) -> Path:
     return path.with_name(path.name + ".json") if path.suffix.lower() == ".json" else path.with_suffix(".json")
 
 
+def written_as_memory_log(path: str | Path) -> bool:
+    """Whether the existing file `path` is a memory log (its CSV, either version) or a memory log's JSON sidecar:
+    what `--memory-log` may replace. Reads at most the first 64 KiB."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 16).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    if head.lstrip().startswith("{"):  # a sidecar: a JSON object naming the format
+        try:
+            return json.loads(Path(path).read_text(encoding="utf-8")).get("format") == FORMAT_NAME
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            return False
+    lines = [line for line in head.splitlines() if not line.startswith("#")]  # version 1: '#' lines first
+    return bool(lines) and tuple(lines[0].split(",")) == _COLUMNS
+
+
 def write_memory_csv(path: str | Path, series: Mapping[str, np.ndarray], marks: Sequence[tuple[float, str]],
                      meta: Mapping[str, object]) -> Path:
     """Write samples `series` (snapshot dict) and `marks` to `path` and `meta` to its JSON sidecar, atomically."""

@@ -152,12 +152,13 @@ def card_from_json(raw: Any, source: str) -> ModelCard:
         output = str(raw.get("output", "logits"))
         return ModelCard(
             name=str(raw.get("name", "")), architecture=str(raw.get("architecture", "")),
-            classes=tuple(str(c) for c in raw.get("classes", [])),
-            colours=tuple(tuple(int(v) for v in c) for c in colours),  # type: ignore[misc]
-            channels=int(inputs.get("channels", 3)),
-            mean=tuple(float(v) for v in inputs.get("mean", IMAGENET_MEAN)),
-            std=tuple(float(v) for v in inputs.get("std", IMAGENET_STD)),
-            size_multiple=int(inputs.get("size_multiple", 0)),
+            classes=tuple(str(c) for c in _list(raw.get("classes", []), "classes", "a list of class names")),
+            colours=tuple(_numbers(c, f"colours[{i}]", int, "a list of 3 integers 0..255")  # type: ignore[misc]
+                          for i, c in enumerate(_list(colours, "colours", "a list of [R, G, B] lists"))),
+            channels=_whole(inputs.get("channels", 3), "input.channels"),
+            mean=_numbers(inputs.get("mean", IMAGENET_MEAN), "input.mean", float, "a list of numbers"),
+            std=_numbers(inputs.get("std", IMAGENET_STD), "input.std", float, "a list of numbers"),
+            size_multiple=_whole(inputs.get("size_multiple", 0), "input.size_multiple"),
             channel_order=str(inputs.get("channel_order", "RGB")).upper(),
             output_kind=next((kind for kind in OUTPUT_KINDS if output.lower().startswith(kind)), output),
             source=source,
@@ -167,6 +168,31 @@ def card_from_json(raw: Any, source: str) -> ModelCard:
         raise CardError(f"{source}: {err}") from None
     except (TypeError, ValueError) as err:
         raise CardError(f"{source}: invalid card: {err}") from None
+
+
+def _list(value: Any, name: str, what: str) -> list[Any]:
+    """`value` when it is a JSON list; else CardError('{name} must be {what}, got ...')."""
+    if not isinstance(value, (list, tuple)):
+        raise CardError(f"{name} must be {what}, got {json.dumps(value)}")
+    return list(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _numbers(value: Any, name: str, kind: type, what: str) -> tuple[Any, ...]:
+    """A JSON list of numbers as a tuple of `kind`; else CardError naming the field, what it must be and got."""
+    if not all(_is_number(v) for v in _list(value, name, what)):
+        raise CardError(f"{name} must be {what}, got {json.dumps(value)}")
+    return tuple(kind(v) for v in value)
+
+
+def _whole(value: Any, name: str) -> int:
+    """A JSON whole number; else CardError naming the field."""
+    if not _is_number(value) or not float(value).is_integer():
+        raise CardError(f"{name} must be a whole number, got {json.dumps(value)}")
+    return int(value)
 
 
 def _check_key_slips(raw: dict[str, Any], inputs: dict[str, Any], source: str) -> None:

@@ -17,7 +17,7 @@ from leanseg.core.model.checkpoint import load_checkpoint
 from leanseg.core.predict import InferenceOptions, Segmenter
 
 from .test_images import exif_jpeg
-from .unwritable import make_unwritable
+from .unwritable import as_a_plain_user, make_unwritable
 
 
 def _leanseg(*args: str) -> subprocess.CompletedProcess[str]:
@@ -183,3 +183,77 @@ def test_an_unwritable_output_folder_is_refused_before_the_model_loads(tmp_path:
         undo()
     assert result.returncode == 2 and result.stderr == f"leanseg: error: {refused.value}\n"
     assert str(refused.value).startswith(f"{locked}: cannot write the output folder (") and not list(locked.iterdir())
+
+
+def test_a_summary_csv_no_batch_wrote_is_not_replaced(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    cv2.imwrite(str(inputs / "a.png"), np.zeros((32, 48, 3), np.uint8))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.csv").write_text("my own spreadsheet\n")
+    result = _leanseg(str(inputs), "--out", str(out), "--model", str(tiny_checkpoint), "--threads", "1")
+    assert result.returncode == 2
+    assert result.stderr == (f"leanseg: error: {out / 'summary.csv'}: exists and no batch of this folder wrote it "
+                             "(there is no manifest.json), so it is not replaced; move it, pass --overwrite to "
+                             "replace it, or choose another output folder\n")
+    assert sorted(p.name for p in out.iterdir()) == ["summary.csv"]
+    assert (out / "summary.csv").read_text() == "my own spreadsheet\n"
+    result = _leanseg(str(inputs), "--out", str(out), "--model", str(tiny_checkpoint), "--threads", "1",
+                      "--overwrite")
+    assert result.returncode == 0, result.stderr
+    assert (out / "summary.csv").read_text().startswith("file,width_px,")
+    rerun = _leanseg(str(inputs), "--out", str(out), "--model", str(tiny_checkpoint), "--threads", "1")
+    assert rerun.returncode == 0 and "1 finished before" in rerun.stdout, rerun.stderr
+
+
+def test_unreadable_inputs_are_named_as_inputs(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    """A sub-folder or input folder that cannot be read is named, not blamed on --out nor skipped unsaid; an
+    image that cannot be read fails on its own, in the "FILE: reason" form."""
+    plain_user = as_a_plain_user()
+    inputs = tmp_path / "in"
+    (inputs / "ok").mkdir(parents=True)
+    (inputs / "locked").mkdir()
+    for folder in ("ok", "locked"):
+        cv2.imwrite(str(inputs / folder / "a.png"), np.zeros((32, 48, 3), np.uint8))
+    cv2.imwrite(str(inputs / "ok" / "b.png"), np.zeros((32, 48, 3), np.uint8))
+    out = tmp_path / "out"
+
+    def batch(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*plain_user, sys.executable, "-m", "leanseg.core", "batch", *args, "--out", str(out),
+                               "--model", str(tiny_checkpoint), "--threads", "1"], capture_output=True, text=True,
+                              timeout=300)
+    try:
+        (inputs / "locked").chmod(0)
+        result = batch(str(inputs), "--recursive")
+        assert result.returncode == 2
+        assert result.stderr == f"leanseg: error: {inputs / 'locked'}: cannot read this folder (Permission denied)\n"
+        inputs.chmod(0)
+        result = batch(str(inputs))
+        assert result.returncode == 2
+        assert result.stderr == f"leanseg: error: {inputs}: cannot read this folder (Permission denied)\n"
+        assert not out.exists()
+        inputs.chmod(0o755)
+        (inputs / "ok" / "b.png").chmod(0)
+        result = batch(str(inputs / "ok"))
+        assert result.returncode == 1, result.stderr
+        assert f"\n1 failed:\n  {inputs / 'ok' / 'b.png'}: cannot read it (Permission denied)\n" in result.stderr
+    finally:
+        inputs.chmod(0o755)
+        (inputs / "locked").chmod(0o755)
+        (inputs / "ok" / "b.png").chmod(0o644)
+
+
+def test_a_changed_input_is_said_when_a_resume_redoes_it(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for name in ("a.png", "b.png"):
+        cv2.imwrite(str(inputs / name), np.zeros((32, 48, 3), np.uint8))
+    out = tmp_path / "out"
+    assert _leanseg(str(inputs), "--out", str(out), "--model", str(tiny_checkpoint), "--threads", "1").returncode == 0
+    cv2.imwrite(str(inputs / "b.png"), np.full((40, 48, 3), 255, np.uint8))
+    result = _leanseg(str(inputs), "--out", str(out), "--model", str(tiny_checkpoint), "--threads", "1")
+    assert result.returncode == 0, result.stderr
+    assert "b.png: changed since it was segmented (its size or time stamp); redoing it" in result.stderr
+    assert "1 segmented now, 1 finished before" in result.stdout
+    assert cv2.imread(str(out / "b_labels.png"), cv2.IMREAD_UNCHANGED).shape == (40, 48)

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import pytest
 
+from leanseg.core.cli import build_parser
 from leanseg.core.io.images import read_image
 from leanseg.core.memory import parse_bytes
 
-from .unwritable import make_unwritable
+from .unwritable import as_a_plain_user, make_unwritable
 
 
 def _leanseg(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -115,6 +117,44 @@ def test_no_existing_image_is_refused_before_the_model_loads(tmp_path: Path) -> 
     assert "broken.safetensors" not in result.stderr and not out.exists()
     result = _leanseg("segment", str(tmp_path), "--out", str(out), "--model", str(model))
     assert result.returncode == 2 and "is a folder (segment a folder with `leanseg batch`)" in result.stderr
+
+
+def test_a_video_given_to_segment_is_pointed_to_leanseg_video(tmp_path: Path) -> None:
+    video = tmp_path / "clip.mp4"
+    video.write_bytes(b"refused by its name: nothing decodes it")
+    out = tmp_path / "out"
+    result = _leanseg("segment", str(video), "--out", str(out), "--model", str(tmp_path / "no-model.safetensors"))
+    assert result.returncode == 2 and not out.exists()
+    assert result.stderr == (f"leanseg: error: {video}: is a video (segment a video with `leanseg video {video} "
+                             "--out clip_overlay.mp4`)\n")
+
+
+def test_an_image_in_a_folder_that_cannot_be_entered_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    plain_user = as_a_plain_user()
+    closed = tmp_path / "closed"
+    closed.mkdir()
+    cv2.imwrite(str(closed / "x.png"), np.zeros((8, 8, 3), np.uint8))
+    closed.chmod(0)
+    try:
+        result = subprocess.run([*plain_user, sys.executable, "-m", "leanseg.core", "segment", str(closed / "x.png"),
+                                 "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    finally:
+        closed.chmod(0o755)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (f"leanseg: error: {closed / 'x.png'}: permission denied (check the file's permissions "
+                             "and those of the folders above it)\n")
+
+
+@pytest.mark.parametrize(("given", "pixels"), [("1e6", 1_000_000), ("1,000,000", 1_000_000), ("2_000", 2000)])
+def test_max_pixels_takes_the_forms_its_help_shows(given: str, pixels: int) -> None:
+    assert build_parser().parse_args(["segment", "x.png", "--out", "o", "--max-pixels", given]).max_pixels == pixels
+
+
+@pytest.mark.parametrize("given", ["1,5", "1.5", "0", "many"])
+def test_max_pixels_refuses_what_is_not_a_whole_count(given: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["segment", "x.png", "--out", "o", "--max-pixels", given])
+    assert "--max-pixels" in capsys.readouterr().err
 
 
 def test_the_same_file_named_twice_is_segmented_once(

@@ -110,22 +110,59 @@ def test_labels_past_the_models_classes_are_warned_of_once(tmp_path: Path, tiny_
 def test_classes_without_an_iou_show_n_a_in_the_table_and_null_in_the_json(tmp_path: Path) -> None:
     torch.manual_seed(0)
     info = replace(default_info(TINY_MOBILE), ignore_index=4)
-    model = save_checkpoint(tmp_path / "m.safetensors", MobileUNet(TINY_MOBILE).eval(), info)
+    network = MobileUNet(TINY_MOBILE).eval()
+    with torch.no_grad():  # a model that says class 0 everywhere
+        network.head.weight.zero_()
+        network.head.bias.copy_(torch.tensor([5.0, 0.0, 0.0, 0.0]))
+    model = save_checkpoint(tmp_path / "m.safetensors", network, info)
     data = make_dataset(tmp_path / "data", train=1, val=2)
-    for path in (data / "val" / "labels").iterdir():  # every pixel unlabelled: no class has an IoU
-        cv2.imwrite(str(path), np.full((48, 48), 4, np.uint8))
+    for path in (data / "val" / "labels").iterdir():  # class 0 and unlabelled: classes 1 and 2 have no IoU
+        label = np.full((48, 48), 4, np.uint8)
+        label[:20] = 0
+        cv2.imwrite(str(path), label)
     result = leanseg_eval(data, model, "--per-sequence", "--json", str(tmp_path / "e.json"))
     assert result.returncode == 0, result.stderr
     assert "warning" not in result.stderr  # the ignore index is not a class the model lacks
-    assert "| class 0        | n/a    |" in result.stdout and "| mean IoU       | n/a    |" in result.stdout
-    assert "| pixel accuracy | n/a    |" in result.stdout  # no labelled pixel: no accuracy, not 0
-    assert "nan" not in result.stdout and "0.0000" not in result.stdout
+    assert "| class 0        | 1.0000 |" in result.stdout and "| class 1        | n/a    |" in result.stdout
+    assert "| mean IoU       | 1.0000 |" in result.stdout  # over the classes that have one
+    assert "nan" not in result.stdout
     rows = [line for line in result.stdout.splitlines() if line.startswith("|")]
     assert len({len(line) for line in rows[:8]}) == 1  # the class table's columns line up
     figures = json.loads((tmp_path / "e.json").read_text())
-    assert figures["per_class_iou"]["class 0"] is None and figures["mean_iou"] is None
-    assert figures["pixel_accuracy"] is None
-    assert all(sequence["pixel_accuracy"] is None for sequence in figures["per_sequence"].values())
+    assert figures["per_class_iou"]["class 1"] is None and figures["per_class_iou"]["class 0"] == 1.0
+    assert all(sequence["per_class_iou"]["class 2"] is None for sequence in figures["per_sequence"].values())
+
+
+def test_labels_with_no_pixel_to_score_are_an_error_and_write_nothing(tmp_path: Path) -> None:
+    """Every pixel the ignore index (or a class the model lacks): no figure means anything, so no exit 0."""
+    info = replace(default_info(TINY_MOBILE), ignore_index=4)
+    model = save_checkpoint(tmp_path / "m.safetensors", MobileUNet(TINY_MOBILE).eval(), info)
+    data = make_dataset(tmp_path / "data", train=1, val=2)
+    for path in (data / "val" / "labels").iterdir():
+        cv2.imwrite(str(path), np.full((48, 48), 4, np.uint8))
+    result = leanseg_eval(data, model, "--json", str(tmp_path / "e.json"))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.endswith(f"leanseg: error: {data}, split val: no pixel could be scored: every label value "
+                                  "is outside the model's 4 classes or is the ignore index 4; nothing written\n")
+    assert not (tmp_path / "e.json").exists()
+
+
+def test_json_replaces_only_an_earlier_eval_result(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    """Not the dataset's list file, nor any other JSON: each is refused before any image runs, unchanged."""
+    data = make_dataset(tmp_path / "data", train=1, val=1)
+    listing = tmp_path / "val.txt"
+    listing.write_text("images/f00.png labels/f00.png\n")
+    assert_refused(leanseg_eval(data, tiny_checkpoint, "--json", str(listing)),
+                   f"--json {listing}: the figures are JSON; give a name ending in .json")
+    other = tmp_path / "settings.json"
+    other.write_text('{"mine": 1}\n')
+    assert_refused(leanseg_eval(data, tiny_checkpoint, "--json", str(other)),
+                   f"{other}: already exists and is not a `leanseg eval` result, so it is not replaced")
+    assert listing.read_text() == "images/f00.png labels/f00.png\n" and other.read_text() == '{"mine": 1}\n'
+    earlier = tmp_path / "e.json"
+    for _ in range(2):  # the second run replaces the first one's figures
+        assert leanseg_eval(data, tiny_checkpoint, "--json", str(earlier)).returncode == 0
+        assert json.loads(earlier.read_text())["images"] == 1
 
 
 @pytest.mark.parametrize("flag", ["--json", "--out"])

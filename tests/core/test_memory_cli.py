@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from leanseg.core.cli import main
-from leanseg.core.commands.common import CommandError, memory_logging
+from leanseg.core.commands.common import CommandError, check_memory_log, memory_logging
 from leanseg.core.commands.plot_memory import thin_marks
 from leanseg.core.events import JobEvent
 from leanseg.core.memory import read_memory_csv
+from leanseg.core.memory.log import SERIES, sidecar_path, write_memory_csv, written_as_memory_log
 
 from .unwritable import make_unwritable
 
@@ -47,12 +48,15 @@ def _alone_in_a_folder(image: Path) -> Path:
     return image.rename(folder / image.name)
 
 
-def _refused_before_the_model_loads(command: str, tmp_path: Path, image: Path, log: Path) -> str:
+def _refused_before_the_model_loads(command: str, tmp_path: Path, image: Path, log: Path,
+                                    out: Path | None = None) -> str:
     """Run `command` on `image` (batch: on its folder, which holds only it) with `--memory-log log` and a model
-    that would fail to load; check it exits 2 with one line and writes nothing (no --out, no log); returns it."""
+    that would fail to load; check it exits 2 with one line and writes nothing (no --out, no log; a log or
+    sidecar that was there before is unchanged); returns it."""
+    there = {path: path.read_bytes() for path in (log, sidecar_path(log)) if path.is_file()}
     model = tmp_path / "broken.safetensors"
     model.write_bytes(b"not a model")  # would fail to load: the memory-log error must come first
-    out = tmp_path / "out"
+    out = out or tmp_path / "out"
     source = image.parent if command == "batch" else image
     assert command != "batch" or list(source.iterdir()) == [image]
     result = subprocess.run([sys.executable, "-m", "leanseg.core", command, str(source), "--out", str(out),
@@ -60,8 +64,45 @@ def _refused_before_the_model_loads(command: str, tmp_path: Path, image: Path, l
                             timeout=300)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stdout + result.stderr
     assert "broken.safetensors" not in result.stderr and not result.stdout
-    assert not out.exists() and not log.is_file() and not log.with_suffix(".json").is_file()
+    assert not out.exists()
+    assert {path: path.read_bytes() for path in (log, sidecar_path(log)) if path.is_file()} == there
     return result.stderr
+
+
+@pytest.mark.parametrize("command", ["segment", "batch"])
+def test_a_memory_log_replaces_only_an_earlier_memory_log(command: str, tmp_path: Path, rgb_image: Path) -> None:
+    """Not an input image, not a model's card where its JSON sidecar would go, not any other file: each is
+    refused before the work and left as it was; a log's name must end in .csv."""
+    image = _alone_in_a_folder(rgb_image)
+    assert _refused_before_the_model_loads(command, tmp_path, image, image) == (
+        f"leanseg: error: --memory-log {image}: a memory log is a CSV file; give a name ending in .csv, such as "
+        f"{image.stem}.csv\n")
+    card = tmp_path / "mynet.json"
+    card.write_text('{"card_version": 1}\n')
+    assert _refused_before_the_model_loads(command, tmp_path, image, tmp_path / "mynet.csv") == (
+        f"leanseg: error: --memory-log {tmp_path / 'mynet.csv'}: its JSON sidecar {card} already exists and is not "
+        "a leanseg memory log, so it is not replaced; choose another name\n")
+    table = tmp_path / "table.csv"
+    table.write_text("name,value\na,1\n")
+    assert _refused_before_the_model_loads(command, tmp_path, image, table) == (
+        f"leanseg: error: --memory-log {table}: it already exists and is not a leanseg memory log, so it is not "
+        "replaced; choose another name\n")
+    earlier = tmp_path / "earlier.csv"
+    write_memory_csv(earlier, {"time": np.zeros(1), **{name: np.zeros(1) for name in SERIES}}, [], {})
+    assert written_as_memory_log(earlier) and written_as_memory_log(sidecar_path(earlier))
+    assert not written_as_memory_log(card) and not written_as_memory_log(table) and not written_as_memory_log(image)
+    check_memory_log(earlier)  # an earlier log (and its sidecar) may be replaced: no error
+
+
+def test_a_batch_memory_log_never_lands_on_the_batch_own_files(tmp_path: Path, rgb_image: Path) -> None:
+    image = _alone_in_a_folder(rgb_image)
+    out = tmp_path / "results"
+    assert _refused_before_the_model_loads("batch", tmp_path, image, out / "summary.csv", out) == (
+        f"leanseg: error: --memory-log {out / 'summary.csv'}: it would replace the batch's summary.csv; choose "
+        "another name\n")
+    assert _refused_before_the_model_loads("batch", tmp_path, image, out / "manifest.csv", out) == (
+        f"leanseg: error: --memory-log {out / 'manifest.csv'}: its JSON sidecar {out / 'manifest.json'} would "
+        "replace the batch's manifest.json; choose another name\n")
 
 
 @pytest.mark.parametrize("command", ["segment", "batch"])

@@ -174,6 +174,11 @@ def test_a_card_that_is_not_json_is_one_line(models: dict[str, Path], tmp_path: 
      "on the 0..255 scale, divide both by 255"),
     ({"card_version": 1, "input": {"channels": 1, "mean": [0.5, 0.5, 0.5], "std": [0.2, 0.2, 0.2]}},
      "input.mean and input.std need 1 value each (a grey input), got [0.5, 0.5, 0.5], [0.2, 0.2, 0.2]"),
+    ({"card_version": 1, "input": {"mean": "0.5"}}, 'input.mean must be a list of numbers, got "0.5"'),
+    ({"card_version": 1, "input": {"channels": "3"}}, 'input.channels must be a whole number, got "3"'),
+    ({"card_version": 1, "input": {"size_multiple": 2.5}}, "input.size_multiple must be a whole number, got 2.5"),
+    ({"card_version": 1, "classes": "sky road"}, 'classes must be a list of class names, got "sky road"'),
+    ({"card_version": 1, "colours": [[0, 0, "red"]]}, 'colours[0] must be a list of 3 integers 0..255, got [0, 0, '),
 ])
 def test_a_card_slip_is_named_not_read_as_a_default(card: dict, phrase: str, models: dict[str, Path],
                                                     tmp_path: Path) -> None:

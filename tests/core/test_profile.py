@@ -142,6 +142,16 @@ def test_cli_profile_missing_model_is_a_clear_error(tmp_path: Path) -> None:
     assert result.returncode == 2 and "no.safetensors: no such file" in result.stderr
 
 
+def test_cli_profile_a_model_that_does_not_load_is_one_line_before_the_lab(tmp_path: Path) -> None:
+    garbage = tmp_path / "net.onnx"
+    garbage.write_bytes(b"not a graph")
+    out = tmp_path / "lab"
+    result = subprocess.run([sys.executable, "-m", "leanseg.core", "profile", "--model", str(garbage), "--out",
+                             str(out)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"leanseg: error: {garbage}: not a model file") and not out.exists()
+
+
 def test_the_tiled_row_raises_a_budget_too_small_for_the_smallest_tile(tiny_checkpoint: Path) -> None:
     """At 64 px a quarter of the whole image's estimate cannot hold one tile with its halo: the row runs at the
     least the tiles need, and says so, instead of failing."""

@@ -112,3 +112,13 @@ def test_a_run_from_another_video_says_which_outputs_it_replaces(tmp_path: Path,
     assert count_frames(out)[0] == 3
     again = _leanseg("video", second, "--out", out, *_model(tiny_checkpoint))
     assert again.returncode == 0 and "made earlier from" not in again.stdout  # the ledger now names b.mp4
+
+
+def test_a_memory_log_not_named_csv_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    source = write_video(tmp_path / "in.mp4", frames=3)
+    result = _leanseg("video", source, "--out", tmp_path / "out.mp4", "--memory-log", tmp_path / "notes.txt",
+                      "--model", tmp_path / "no-such-model.safetensors")
+    assert result.returncode == 2
+    assert result.stderr == (f"leanseg: error: --memory-log {tmp_path / 'notes.txt'}: a memory log is a CSV file; "
+                             "give a name ending in .csv, such as notes.csv\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"]
