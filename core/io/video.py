@@ -10,6 +10,7 @@ video is. Writing lives in `video_writer.py`.
 """
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Iterator
@@ -20,6 +21,10 @@ import cv2
 import numpy as np
 
 from .video_probe import VIDEO_SUFFIXES, VideoReadError, check_video_file, explain_unopenable
+
+# FFmpeg's decoder messages on a damaged file ('[mpeg4 @ 0x...] ac-tex damaged at 7 5') go to stderr unasked, before
+# leanseg's own line saying where the video stopped: quiet unless the user set a level (read at the first open)
+os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
 
 __all__ = ["VIDEO_SUFFIXES", "VideoFrame", "VideoInfo", "VideoReadError", "VideoReader", "VideoSeeker", "probe_video"]
 
