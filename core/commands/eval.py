@@ -42,11 +42,11 @@ def run(args: argparse.Namespace) -> int:
                               f"{target} is a folder; give --json a file name such as {target / 'eval.json'}")
             if target.suffix.lower() != ".json":
                 raise CommandError(f"--json {target}: the figures are JSON; give a name ending in .json")
+        else:
+            check_output_file(target, "--out", f"{target} is a folder; move it or give --json a file name")
         if target.is_file() and not _written_by_eval(target):
             raise CommandError(f"{target}: already exists and is not a `leanseg eval` result, so it is not "
                                "replaced; give --json another name")
-        else:
-            check_output_file(target, "--out", f"{target} is a folder; move it or give --json a file name")
         split = split_frames(args.data, args.split)  # every file checked to exist before the model loads
         pairs = split.pairs
         if note := unlabelled_note(split.unlabelled):
