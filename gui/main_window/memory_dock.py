@@ -1,6 +1,8 @@
 """The memory dock's height as the window is resized: the height it was given (MEMORY_HEIGHT, or where the user
 dragged it), less where a low window needs the room for the Inference panel's Segment button and progress bar (and
-so for the image beside it); it gets that height back when the window grows again.
+so for the image beside it); it gets that height back when the window grows again. Where that leaves less than a
+useful plot, the plot folds away and the dock keeps the figures line alone; a dock floated from such a squeeze gets
+its given height back.
 
 Qt's own layout keeps a bottom dock's height when the window grows, so a dock squeezed by a low window would stay
 squeezed; this keeps what the dock should have apart from what it has now.
@@ -12,6 +14,8 @@ from collections.abc import Sequence
 from PySide6.QtCore import QEvent, QObject, QPoint, Qt, QTimer
 from PySide6.QtGui import QMouseEvent, QResizeEvent
 from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QScrollArea, QWidget
+
+from ..memory.panel import MemoryPanel
 
 MEMORY_HEIGHT = 240  # px: the memory dock's height in a new window
 MEMORY_SHARE = 0.3  # the most of the window's height the dock takes when no Inference panel is docked at a side
@@ -26,6 +30,7 @@ class MemoryDockHeight(QObject):
     `inference` is the Inference dock (its widget a scroll area) and `last_kept` the widget down to which its panel
     must stay in view (the progress bar under Segment). Only the user's drag of the separator above the dock (a
     press on the window itself, where its separators are) changes the height it is given; a layout's change does not.
+    Where `dock`'s widget is a MemoryPanel, a room below its least useful plot folds the plot away.
     """
 
     def __init__(self, window: QMainWindow, dock: QDockWidget, inference: QDockWidget, last_kept: QWidget,
@@ -42,6 +47,7 @@ class MemoryDockHeight(QObject):
             each.visibilityChanged.connect(self._refit_soon)
             each.dockLocationChanged.connect(self._refit_soon)
             each.topLevelChanged.connect(self._refit_soon)
+        dock.topLevelChanged.connect(self._floated)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.window and event.type() == QEvent.Type.Show and self._window_height < 0:
@@ -83,15 +89,38 @@ class MemoryDockHeight(QObject):
     def _fit(self, first: bool) -> None:
         """A window just shown (or a dock just shown, closed or moved) sets the dock to `wanted` as far as `room()`
         allows; then a lower window only lowers it (down to its least height), to fit `room()`, and a higher one
-        only raises it, towards `wanted`."""
+        only raises it, towards `wanted`. A room too low for the panel's least useful plot folds the plot away
+        and leaves the dock its figures line alone (the panel unfolds it when the dock is high enough again)."""
         old_height, height = self._window_height, self.window.height()
         self._window_height = height
         if not self._docked() or (height == old_height and not first):
             return
-        target = max(min(self.wanted, self.room()), self.dock.minimumSizeHint().height())
+        target = self._useful_height(min(self.wanted, self.room()), may_fold=first or height < old_height)
+        target = max(target, self.dock.minimumSizeHint().height())
         lower, higher = target < self.dock.height(), target > self.dock.height()
         if (first and (lower or higher)) or (lower and height < old_height) or (higher and height > old_height):
             self.window.resizeDocks([self.dock], [target], Qt.Orientation.Vertical)
+
+    def _useful_height(self, room: int, may_fold: bool) -> int:
+        """`room`, or where that is too low for the memory panel's least useful plot, the height of its figures line
+        alone: then the plot folds away when `may_fold` (the panel unfolds it when it is high enough again)."""
+        panel = self.dock.widget()
+        if not isinstance(panel, MemoryPanel):
+            return room
+        title = self.dock.minimumSizeHint().height() - panel.minimumSizeHint().height()  # the dock's title bar
+        if room >= title + panel.least_height(with_plot=True):
+            return room
+        if may_fold and not panel.plot.isHidden():
+            panel.fold_plot()
+            for widget in (panel, self.dock, self.window):  # their layouts learn the dock's new least height now,
+                QApplication.sendPostedEvents(widget, QEvent.Type.LayoutRequest)  # or resizeDocks keeps the old one
+        return title + panel.least_height(with_plot=False) if panel.plot.isHidden() else room
+
+    def _floated(self, floating: bool) -> None:
+        """A dock floated from a low window gets its given height, `wanted`, and so its plot back (not one floated
+        while the window's saved state is restored, before it is shown: that keeps the saved size)."""
+        if floating and self._window_height >= 0 and self.dock.height() < self.wanted:
+            self.dock.resize(self.dock.width(), self.wanted)
 
     def room(self) -> int:
         """The most the dock may take: what leaves the Inference panel, docked at a side, its controls down to

@@ -1,8 +1,10 @@
 """The live memory panel: allocated, reserved and engine-live MB against time, job marks, peak, Empty cache.
 
 Allocated and reserved share the left axis; the engine's live tensors, often a hundredth of that, have their own
-axis on the right. Mark labels are written across, in rows, so marks close in time do not cover each other; the
-legend sits above the plot, where it covers neither.
+axis on the right. Mark labels are written across, in rows that do not cover each other: a mark with no room in any
+row joins the label of a mark a few pixels before it ("done · start") or is drawn as a line alone, its label in the
+line's tooltip. The legend sits above the plot, where it covers neither. In a dock too low for a useful plot, the
+plot folds away and the figures line stays.
 Curves are created once; a GUI-thread QTimer reads the monitor's ring buffer (`snapshot()`) and `setData`s
 them, as in pyqtgraph's scrollingPlots example. The monitor samples on its own thread; this widget only reads.
 """
@@ -13,13 +15,14 @@ from typing import Protocol
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QFontMetrics
+from PySide6.QtGui import QFontMetrics, QResizeEvent
 from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from leanseg.core.memory import format_bytes, plot_mark_label
 
 from ..style import DIM_TEXT, PEAK_COLOUR, PLOT_TEXT, VIEW_BACKGROUND
 from .axis import SparseAxis
+from .mark_labels import place_labels
 
 MB = 1e6
 WINDOW_S = 30.0  # seconds the time axis spans; it jumps ahead in steps so the axes are not redrawn every tick
@@ -35,6 +38,7 @@ LABEL_FILL = pg.mkBrush(23, 24, 27, 190)  # VIEW_BACKGROUND, a little see-throug
 MARK_ROWS = (0.93, 0.78, 0.63, 0.48)  # heights of the mark label rows, as a fraction of the plot's height,
 # spread further apart, and fewer, where the plot is too low for a label's height between them (`_row_heights`)
 MARK_GAP_PX = 6  # space kept between two labels in one row
+PLOT_MIN_HEIGHT = 100  # px: the least useful plot (a data area of about two label rows); lower, it folds away
 LEGEND_HEIGHT_PX = 18  # height of the legend row above the plot
 PEAK_TIP = (
     "Peak allocated: the most bytes in use by the memory allocator since the panel started or Reset peak "
@@ -63,7 +67,7 @@ class MemoryPanel(QWidget):
         self.monitor: MemoryMonitorLike | None = None
         self.plot = pg.PlotWidget(background=VIEW_BACKGROUND,  # a low plot shows fewer numbers, never overlapping
                                   axisItems={side: SparseAxis(side) for side in ("left", "right")})
-        self.plot.setMinimumHeight(80)  # low: in a small window the plot gives way before the controls
+        self.plot.setMinimumHeight(PLOT_MIN_HEIGHT)  # lower than this, `fold_plot` hides it (memory_dock.py)
         self.plot.setLabel("left", "memory", units="B")
         self.plot.setLabel("bottom", "time", units="s")
         self.plot.showGrid(x=True, y=True, alpha=0.15)
@@ -87,10 +91,9 @@ class MemoryPanel(QWidget):
         self.peak_line.setVisible(False)
         self.plot.addItem(self.peak_line)
         self._mark_lines: list[pg.InfiniteLine] = []
-        self._label_rows: dict[pg.InfiniteLine, int] = {}  # the labelled marks' rows
+        self._mark_texts: dict[pg.InfiniteLine, str] = {}  # the labelled marks' texts, oldest first
         self._marks_added = 0  # marks drawn so far: each new one goes under the ones before it
         self._last_mark_time = float("-inf")
-        self._row_ends = [float("-inf")] * len(MARK_ROWS)  # time where the last label of each row ends
         self._x_start = -1.0  # left end of the time axis; negative until the first sample
         self._y_top = 0.0  # top of the memory axis in bytes
         self._live_top = 0.0  # top of the engine-live axis in bytes
@@ -154,6 +157,24 @@ class MemoryPanel(QWidget):
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addLayout(bar)
         layout.addWidget(self.plot, 1)
+        layout.addStretch(0)  # a folded plot leaves the figures line at the top
+        self._figures_bar, self._column = bar, layout
+
+    def least_height(self, with_plot: bool) -> int:
+        """The panel's least height in px: the figures line, and the plot at its least when `with_plot`."""
+        margins = self._column.contentsMargins()
+        plot = self._column.spacing() + self.plot.minimumHeight() if with_plot else 0
+        return margins.top() + self._figures_bar.minimumSize().height() + plot + margins.bottom()
+
+    def fold_plot(self) -> None:
+        """Hide the plot until the panel is high enough for it again (`least_height(True)`), leaving the figures
+        line: for a dock too low for a useful plot."""
+        self.plot.setVisible(False)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if self.plot.isHidden() and event.size().height() >= self.least_height(with_plot=True):
+            self.plot.setVisible(True)
 
     def set_monitor(self, monitor: MemoryMonitorLike | None) -> None:
         """Read from `monitor` from now on (curves keep their items, marks restart)."""
@@ -161,9 +182,8 @@ class MemoryPanel(QWidget):
         for line in self._mark_lines:
             self.plot.removeItem(line)
         self._mark_lines.clear()
-        self._label_rows.clear()
+        self._mark_texts.clear()
         self._last_mark_time = float("-inf")
-        self._row_ends = [float("-inf")] * len(MARK_ROWS)
         self._x_start, self._y_top, self._live_top = -1.0, 0.0, 0.0
         enabled = monitor is not None
         self.reset_peak_button.setEnabled(enabled)
@@ -207,6 +227,7 @@ class MemoryPanel(QWidget):
         if latest > self._x_start + WINDOW_S or self._x_start < 0:
             self._x_start = max(0.0, latest - 0.75 * WINDOW_S)
             self.plot.setXRange(self._x_start, self._x_start + WINDOW_S, padding=0)
+            self._place_labels()  # marks now left of the axis give their rows up
 
     def _fit_height(self, top: float) -> None:
         """Grow the memory axis to a round number above `top`; shrink only when far too tall."""
@@ -226,7 +247,7 @@ class MemoryPanel(QWidget):
             self.peak_line.setVisible(True)
 
     def _add_new_marks(self, marks: list[tuple[float, str]]) -> None:
-        heights = self._row_heights()  # the label rows that fit the plot now
+        added = False
         for time, mark in marks:
             if time <= self._last_mark_time:
                 continue
@@ -235,13 +256,15 @@ class MemoryPanel(QWidget):
             major = label.split()[0].lower().startswith(MAJOR_MARKS) if label else False
             style = Qt.PenStyle.SolidLine if major else Qt.PenStyle.DotLine
             pen = pg.mkPen(DIM_TEXT if major else "#4a4e57", width=1, style=style)
-            row = self._label_row(time, label, len(heights)) if major else 0
             line = pg.InfiniteLine(pos=time, angle=90, movable=False, pen=pen,
                                    label=label if major else None,
-                                   labelOpts={"position": heights[row], "color": PLOT_TEXT,
+                                   labelOpts={"position": MARK_ROWS[0], "color": PLOT_TEXT,
                                               "anchors": [(0, 0.5), (0, 0.5)], "fill": LABEL_FILL})
+            line.setToolTip(f"{label} at {time:.2f} s")  # also a label that finds no room is there to read
             if major:
-                self._label_rows[line] = row
+                line.label.setVisible(False)  # until `_place_labels` finds it room
+                self._mark_texts[line] = label
+                added = True
             # each mark under the ones before it: a label reaches right, over the lines of later marks only
             self._marks_added += 1
             line.setZValue(MARKS_Z - self._marks_added / 1000)
@@ -249,8 +272,10 @@ class MemoryPanel(QWidget):
             self._mark_lines.append(line)
         while len(self._mark_lines) > 400:  # keep the plot cheap on long sessions
             old = self._mark_lines.pop(0)
-            self._label_rows.pop(old, None)
+            self._mark_texts.pop(old, None)
             self.plot.removeItem(old)
+        if added:
+            self._place_labels()
 
     def _row_heights(self) -> tuple[float, ...]:
         """The label rows that fit the plot at its present height, as fractions of it: MARK_ROWS where the plot is
@@ -265,23 +290,29 @@ class MemoryPanel(QWidget):
         return tuple(y / height for y in rows if y >= text / 2) or MARK_ROWS[:1]
 
     def _place_labels(self) -> None:
-        """Put each label back on its row after the plot's height changed (a row that no longer fits: the lowest)."""
+        """Lay the labels out afresh (`place_labels`) for the plot's present size and time axis: on new marks, a
+        resize, a jump of the axis. A label that stands for several marks lists them all in its tooltip."""
+        lines = list(self._mark_texts)
+        if not lines:
+            return
         heights = self._row_heights()
-        for line, row in self._label_rows.items():
-            line.label.setPosition(heights[min(row, len(heights) - 1)])
-
-    def _label_row(self, time: float, label: str, rows: int) -> int:
-        """The first of the top `rows` rows whose last label ends before `time` (else the one that ends soonest);
-        books the span."""
         seconds_per_px = self.plot.getViewBox().viewPixelSize()[0]
         if not np.isfinite(seconds_per_px) or seconds_per_px <= 0:
             seconds_per_px = WINDOW_S / 800
-        width_px = QFontMetrics(self.font()).horizontalAdvance(label) + 2 * MARK_GAP_PX
-        ends = self._row_ends[:rows]
-        free = [row for row, end in enumerate(ends) if end <= time]
-        row = free[0] if free else int(np.argmin(ends))
-        self._row_ends[row] = time + width_px * seconds_per_px
-        return row
+        text_item = lines[0].label.textItem  # every label has the same font and margins
+        metrics, margins = QFontMetrics(text_item.font()), 2 * text_item.document().documentMargin()
+        placed = place_labels([(line.value(), text) for line, text in self._mark_texts.items()], len(heights),
+                              self._x_start, seconds_per_px,
+                              lambda text: metrics.horizontalAdvance(text) + margins + MARK_GAP_PX)
+        for index, line in enumerate(lines):
+            label, shown = line.label, placed.get(index)
+            if shown is None:
+                label.setVisible(False)
+                continue
+            label.format = shown.text  # a hidden label ignores setFormat: setVisible below writes it
+            label.setToolTip("\n".join(lines[i].toolTip() for i in shown.marks) if len(shown.marks) > 1 else "")
+            label.setPosition(heights[shown.row])
+            label.setVisible(True)
 
     def reset_peak(self) -> None:
         if self.monitor is not None:

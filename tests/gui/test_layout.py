@@ -1,7 +1,8 @@
 """The window at a small size: the controls keep their height (the side panel scrolls) and all their width, the
-memory plot gives way before the image and the Segment button do (also when a dock is reopened), gets its height
-back when the window grows, keeps a dragged height but not one a dock's move left it, and shows fewer numbers,
-never overlapping, and whole axis titles; the status message takes the room the fields beside it can give; long
+memory plot gives way before the image and the Segment button do (also when a dock is reopened), folding away to
+the figures line where it would be lower than useful, gets its height back when the window grows or the dock is
+floated, keeps a dragged height but not one a dock's move left it, and shows fewer numbers, never overlapping, and
+whole axis titles; the status message takes the room the fields beside it can give; long
 class names are elided and their shares stay in view."""
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from PySide6.QtCore import QPoint, QSize, Qt
 from PySide6.QtWidgets import QStyle
 
 from leanseg.gui.main_window.memory_dock import MEMORY_HEIGHT
-from leanseg.gui.memory.panel import MemoryPanel
+from leanseg.gui.memory.panel import PLOT_MIN_HEIGHT, MemoryPanel
 from leanseg.gui.viewer.last_run import LAST_RUN_LINES
 from leanseg.gui.viewer.legend import NAME_ROLE, SHARE_ROLE, OverlayPanel
 
@@ -130,6 +131,53 @@ def test_a_dock_closed_in_a_tall_window_and_reopened_in_a_low_one_leaves_segment
     assert window.memory_dock_height.wanted == MEMORY_HEIGHT  # and gets its height back in a taller window
     window.resize(900, 800)
     qtbot.waitUntil(lambda: window.memory_dock.height() == MEMORY_HEIGHT)
+
+
+def _segment_in_view(window) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the Inference panel shows Segment and its progress bar whole."""
+    viewport = window.docks[0].widget().viewport()
+    return all(widget.mapTo(viewport, QPoint(0, widget.height())).y() <= viewport.height()
+               for widget in (window.controls.segment, window.controls.progress))
+
+
+def _plot_useful_or_folded(panel: MemoryPanel) -> bool:
+    return panel.plot.isHidden() or panel.plot.height() >= PLOT_MIN_HEIGHT
+
+
+def test_at_800_by_500_the_memory_plot_folds_away_before_segment_leaves_view(qtbot, app_style, make_window,
+                                                                            gui_tiny_checkpoint, small_image):
+    window = _window_segmenting(qtbot, make_window, gui_tiny_checkpoint, small_image, 1280, 800)
+    memory_dock, panel = window.memory_dock, window.memory_panel
+    qtbot.waitUntil(lambda: memory_dock.height() == MEMORY_HEIGHT and panel.plot.isVisible())
+    window.resize(800, 500)  # the window's least width is a little more
+    qtbot.waitUntil(lambda: window.height() == 500)
+    qtbot.waitUntil(lambda: _segment_in_view(window))
+    assert panel.plot.isHidden()  # no 20 px plot: the figures line alone
+    assert panel.now_label.isVisible() and panel.peak_label.isVisible() and panel.empty_cache_button.isVisible()
+    assert memory_dock.height() == memory_dock.minimumSizeHint().height() < MEMORY_HEIGHT / 2
+    window.resize(900, 600)  # the plot comes back only where it has a useful height
+    qtbot.waitUntil(lambda: window.height() == 600)
+    qtbot.waitUntil(lambda: _segment_in_view(window))
+    assert _plot_useful_or_folded(panel)
+    window.resize(1280, 800)
+    qtbot.waitUntil(lambda: memory_dock.height() == MEMORY_HEIGHT and panel.plot.isVisible())
+    assert panel.plot.height() > PLOT_MIN_HEIGHT
+
+
+def test_the_memory_dock_floated_from_a_low_window_gets_its_height_and_plot_back(qtbot, app_style, make_window,
+                                                                                gui_tiny_checkpoint, small_image):
+    window = _window_segmenting(qtbot, make_window, gui_tiny_checkpoint, small_image, 1280, 800)
+    memory_dock, panel = window.memory_dock, window.memory_panel
+    window.resize(800, 500)
+    qtbot.waitUntil(lambda: window.height() == 500)
+    qtbot.waitUntil(lambda: memory_dock.height() < 150)  # the premise: squeezed
+    memory_dock.setFloating(True)
+    qtbot.waitUntil(lambda: memory_dock.isFloating() and memory_dock.height() >= MEMORY_HEIGHT)
+    qtbot.waitUntil(lambda: panel.plot.isVisible() and panel.plot.height() > PLOT_MIN_HEIGHT)
+    memory_dock.setFloating(False)  # docked again in the low window: squeezed again, Segment in view
+    qtbot.waitUntil(lambda: not memory_dock.isFloating() and memory_dock.height() < 150)
+    qtbot.waitUntil(lambda: _segment_in_view(window))
+    assert _plot_useful_or_folded(panel)
 
 
 def test_moving_the_overlay_dock_to_the_bottom_and_back_keeps_the_memory_docks_given_height(

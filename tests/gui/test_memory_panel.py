@@ -1,5 +1,6 @@
 """The memory panel against the real MemoryMonitor: curves grow, Empty cache, Reset peak, job marks (a failed job's
-too), and the engine's live tensors back at 0 after a cancelled job."""
+too), and the engine's live tensors back at 0 after a cancelled job; mark labels that never cover each other, on a
+monitor whose clock the test moves."""
 from __future__ import annotations
 
 import threading
@@ -7,19 +8,59 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtGui import QHelpEvent
+from PySide6.QtWidgets import QApplication, QToolTip
 
 from leanseg.core.memory import MemoryMonitor, format_bytes
 from leanseg.core.predict import Segmenter
-from leanseg.gui.memory.panel import MemoryPanel
+from leanseg.gui.memory.mark_labels import MERGED
+from leanseg.gui.memory.panel import MARK_ROWS, MemoryPanel
 
 from .conftest import JOB_TIMEOUT_MS, write_image
 
 
-def _labels_on_plot(panel: MemoryPanel) -> set[str]:
-    """The texts of the labelled mark lines on the panel's plot."""
+def _shown_labels(panel: MemoryPanel) -> list:  # type: ignore[type-arg]
+    """The mark labels the panel's plot shows now."""
     labels = (getattr(line, "label", None) for line in panel._mark_lines)
-    return {label.format for label in labels if label is not None}
+    return [label for label in labels if label is not None and label.isVisible()]
+
+
+def _labels_on_plot(panel: MemoryPanel) -> set[str]:
+    """The texts the plot's mark labels show, one for each mark ("done · start" is two)."""
+    return {text for label in _shown_labels(panel) for text in label.toPlainText().split(MERGED)}
+
+
+class SteppedMonitor:
+    """A monitor whose clock the test moves (`now`), with marks where the test puts them."""
+
+    source = "test clock"
+
+    def __init__(self) -> None:
+        self.now = 1.0
+        self._marks: list[tuple[float, str]] = []
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        times = np.arange(0.0, self.now + 1e-9, 0.1)
+        flat = np.full(len(times), 50e6)
+        return {"time": times, "allocated": flat, "reserved": flat, "engine_live": np.zeros(len(times)),
+                "peak": flat}
+
+    def marks(self) -> list[tuple[float, str]]:
+        return list(self._marks)
+
+    def mark(self, label: str, at: float | None = None) -> None:
+        """Mark `at` seconds, or now; a mark at the time of the one before comes a microsecond after it."""
+        time = self.now if at is None else at
+        if self._marks and time <= self._marks[-1][0]:
+            time = self._marks[-1][0] + 1e-6
+        self._marks.append((time, label))
+
+    def reset_peak(self) -> None:
+        pass
+
+    def empty_cache(self) -> int:
+        return 0
 
 
 @pytest.fixture
@@ -110,12 +151,11 @@ def test_engine_live_tensors_have_their_own_axis(qtbot, monitor):
 
 
 def _label_text_rects(panel: MemoryPanel) -> list:
-    """Where the mark labels' text is drawn in the scene (each label's box less its text margin)."""
+    """Where the shown mark labels' text is drawn in the scene (each label's box less its text margin)."""
     rects = []
-    for line in panel._mark_lines:
-        if line.label is not None:
-            margin = line.label.textItem.document().documentMargin()
-            rects.append(line.label.sceneBoundingRect().adjusted(margin, margin, -margin, -margin))
+    for label in _shown_labels(panel):
+        margin = label.textItem.document().documentMargin()
+        rects.append(label.sceneBoundingRect().adjusted(margin, margin, -margin, -margin))
     return rects
 
 
@@ -132,7 +172,7 @@ def _assert_labels_apart_inside_the_plot(panel: MemoryPanel) -> None:
 
 @pytest.mark.parametrize(("height", "labels"), [
     (260, ("start", "done", "reset peak", "empty cache freed 0 B")),
-    (150, ("start", "done", "reset peak")),  # a plot about 50 px high, as in the smallest memory dock
+    (150, ("start", "done", "reset peak")),  # about the least panel with a plot (PLOT_MIN_HEIGHT)
 ])
 def test_marks_close_in_time_have_labels_that_do_not_overlap(qtbot, monitor, height, labels):
     panel = MemoryPanel(monitor, refresh_ms=20)
@@ -236,3 +276,84 @@ def test_a_cancelled_lean_job_leaves_no_live_tensors_on_the_chart(qtbot, make_wi
     panel = window.memory_panel
     qtbot.waitUntil(lambda: "cancelled" in _labels_on_plot(panel), timeout=5_000)
     qtbot.waitUntil(lambda: panel.curves["engine_live"].yData[-1] == 0, timeout=5_000)
+
+
+def _stepped_panel(qtbot, width: int, height: int) -> tuple[MemoryPanel, SteppedMonitor]:  # type: ignore[no-untyped-def]
+    """A shown panel of `width` x `height` on a SteppedMonitor, refreshed by the test alone."""
+    monitor = SteppedMonitor()
+    panel = MemoryPanel(monitor, refresh_ms=600_000)  # type: ignore[arg-type]
+    qtbot.addWidget(panel)
+    panel.resize(width, height)
+    panel.show()
+    qtbot.waitExposed(panel)
+    qtbot.waitUntil(lambda: panel.plot.getViewBox().width() > width - 200)
+    return panel, monitor
+
+
+@pytest.mark.parametrize("width", [1400, 880])  # the plot of a 1440 px window and of a 900 px one
+def test_seven_quick_jobs_leave_labels_that_never_cover_each_other(qtbot, width):
+    """The review's case: seven small images, one after another, 14 marks in under a second."""
+    panel, monitor = _stepped_panel(qtbot, width, 240)
+    monitor.now = 5.0
+    times = [2.4 + 0.065 * index for index in range(14)]
+    for index, time in enumerate(times):
+        monitor.mark("start" if index % 2 == 0 else "done", at=time)
+    panel.refresh()
+    assert len(panel._mark_lines) == 14
+    _assert_labels_apart_inside_the_plot(panel)
+    assert len(_shown_labels(panel)) < 14  # the premise: not all 14 fit, some lines stand alone
+    assert _labels_on_plot(panel) == {"start", "done"}
+    for index, (line, time) in enumerate(zip(panel._mark_lines, times)):  # each mark's label, there to read
+        assert line.toolTip() == f"{'start' if index % 2 == 0 else 'done'} at {time:.2f} s"
+    merged = [label for label in _shown_labels(panel) if MERGED in label.toPlainText()]
+    assert merged and all(label.toolTip().count("\n") >= 1 for label in merged)  # a shared label lists its marks
+    alone = panel._mark_lines[-1]
+    assert not alone.label.isVisible()  # the premise: the last mark has no label of its own
+    assert _tooltip_at(panel, panel.plot.getViewBox().mapViewToScene(QPointF(alone.value(), 1e6))) \
+        == f"done at {times[-1]:.2f} s"  # hovering its line says what it was
+
+
+def _tooltip_at(panel: MemoryPanel, scene_point: QPointF) -> str:
+    """The tooltip the plot shows for the mouse resting at `scene_point`."""
+    view_point = panel.plot.mapFromScene(scene_point)
+    viewport = panel.plot.viewport()
+    QApplication.sendEvent(viewport, QHelpEvent(QEvent.Type.ToolTip, view_point, viewport.mapToGlobal(view_point)))
+    return QToolTip.text()
+
+
+def test_labels_that_would_collide_in_a_lowered_plot_hide_and_come_back(qtbot):
+    panel, monitor = _stepped_panel(qtbot, 900, 300)
+    texts = ["start", "done", "reset peak", "cancelled"]
+    for text in texts:
+        monitor.mark(text, at=0.5)  # the same instant: a row each
+    panel.refresh()
+    assert sorted(label.toPlainText() for label in _shown_labels(panel)) == sorted(texts)
+    _assert_labels_apart_inside_the_plot(panel)
+    panel.resize(900, panel.minimumSizeHint().height())  # a plot of about 40 px: rows for two labels
+    qtbot.waitUntil(lambda: panel.plot.getViewBox().height() < 50)
+    assert len(panel._row_heights()) < len(texts)  # the premise: fewer rows than labels
+    _assert_labels_apart_inside_the_plot(panel)
+    assert _labels_on_plot(panel) == set(texts)  # those with no row joined the label beside them
+    panel.resize(900, 300)
+    qtbot.waitUntil(lambda: panel.plot.getViewBox().height() > 150)
+    assert sorted(label.toPlainText() for label in _shown_labels(panel)) == sorted(texts)  # each on its own again
+    _assert_labels_apart_inside_the_plot(panel)
+
+
+def test_marks_scrolled_off_the_left_give_up_their_labels_and_rows(qtbot):
+    panel, monitor = _stepped_panel(qtbot, 900, 300)
+    monitor.now = 17.8
+    early = ["start", "done", "reset peak", "cancelled"]
+    for text in early:
+        monitor.mark(text, at=17.0)  # all four rows, each label a second or more long on this axis
+    monitor.mark("failed", at=17.6)  # 16 px on: no row left for it
+    panel.refresh()
+    assert panel._x_start == 0.0
+    late_line = panel._mark_lines[-1]
+    assert not late_line.label.isVisible()  # the premise
+    monitor.now = 40.0  # the time axis jumps to 17.5 - 47.5 s: the first four marks are left of it
+    panel.refresh()
+    assert panel._x_start > 17.0
+    assert not any(line.label.isVisible() for line in panel._mark_lines[:4])  # no label cut at the axis
+    assert late_line.label.isVisible() and late_line.label.orthoPos == MARK_ROWS[0]  # on the top row, freed
+    _assert_labels_apart_inside_the_plot(panel)
