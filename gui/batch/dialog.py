@@ -41,6 +41,7 @@ from .runner import BatchRequest, BatchThread
 from .texts import clock, default_output_folder, quote_paths
 
 _ERROR_STYLE = "<span style='color:#e06c5a'>"  # how the status line begins while it shows an error
+_CHOOSE_FOLDER, _READY = "Choose a folder and press Start.", "Ready: press"  # the status line with nothing to say
 
 
 class BatchDialog(QDialog):
@@ -61,6 +62,7 @@ class BatchDialog(QDialog):
         self._thread: BatchThread | None = None
         self._started_at = 0.0
         self._done = 0  # images this run has finished
+        self._segmented = 0  # of those, the ones segmented: the rate counts these, not files that failed at once
         self._todo = 0  # images this run segments
         self._before = 0  # images finished by an earlier run, skipped by this one
         self._total = 0  # images in the folder: the bar counts against these
@@ -75,6 +77,7 @@ class BatchDialog(QDialog):
             self.out_edit.setText(str(out_dir))
         self.finished.connect(self._shutdown)  # QDialog.finished: closed by any means
         self._refresh()
+        self.status.setText(self._ready_text())
 
     # -- construction ---------------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -105,7 +108,7 @@ class BatchDialog(QDialog):
         self.model_label = QLabel()
         self.progress = QProgressBar()
         self.progress.setFormat("%v of %m")
-        self.status = QLabel("Choose a folder and press Start.")
+        self.status = QLabel(_CHOOSE_FOLDER)
         self.status.setWordWrap(True)
         self.table = ResultsTable()
         self.table.cellActivated.connect(self.open_row)
@@ -199,6 +202,12 @@ class BatchDialog(QDialog):
             self._thread.cancel()
             self.status.setText("Cancelling…")
 
+    def progress_text(self) -> str:
+        """How far the running batch has got: '2 of 4 images done' ('starting' before it has counted them)."""
+        if not self._total:
+            return "starting, no image done yet"
+        return f"{self._before + self._done} of {self._total} images done"
+
     def open_row(self, row: int, column: int = 0) -> None:
         """Show row `row`'s image with its labels in the main viewer (via `open_result`); for a failed image, or
         one whose labels file is gone, say why in the status line instead ('NAME: why')."""
@@ -224,7 +233,7 @@ class BatchDialog(QDialog):
     # -- job -> widgets -------------------------------------------------------------------------------------
     def _on_event(self, event: JobEvent) -> None:
         if event.kind == "start":
-            self._todo, self._done, self._started_at = event.count or 0, 0, time.monotonic()
+            self._todo, self._done, self._segmented, self._started_at = event.count or 0, 0, 0, time.monotonic()
             before = event.data.get("finished_before", [])
             self._before = len(before)
             self._total = int(event.data.get("total", self._before + self._todo))
@@ -238,6 +247,8 @@ class BatchDialog(QDialog):
             self.status.setText(self._progress_text(Path(event.path or "").name))
         elif event.kind in ("image", "error"):
             self._done = (event.index or 0) + 1
+            if event.kind == "image":
+                self._segmented += 1
             self.progress.setValue(self._before + self._done)
             self._add_record(ImageRecord.from_json(event.data), "ok" if event.kind == "image" else "failed")
             self.status.setText(self._progress_text(Path(event.path or "").name))
@@ -278,35 +289,48 @@ class BatchDialog(QDialog):
         self.status.setText(f"{_ERROR_STYLE}{html.escape(message)}</span>")
 
     def _progress_text(self, name: str) -> str:
+        """'2 of 4 · NAME · 1.50 images/s · ETA 00:02'; the rate and ETA once an image was segmented (a file that
+        failed at once says nothing of how long the rest take), over the whole time this run has taken."""
+        parts = [f"{self._before + self._done} of {self._total}", name]
         elapsed = time.monotonic() - self._started_at
-        rate = self._done / elapsed if elapsed > 0 and self._done else 0.0
-        eta = f"ETA {clock((self._todo - self._done) / rate)}" if rate > 0 else "ETA --:--"
-        return f"{self._before + self._done} of {self._total} · {name} · {rate:.2f} images/s · {eta}"
+        if self._segmented and elapsed > 0:
+            rate = self._segmented / elapsed
+            parts += [f"{rate:.2f} images/s", f"ETA {clock((self._todo - self._done) / rate)}"]
+        return " · ".join(parts)
 
     def _add_record(self, record: ImageRecord, status: str) -> None:
         self.table.add_record(record, status, Path(self.in_edit.text().strip()), Path(self.out_edit.text().strip()))
 
     # -- state ----------------------------------------------------------------------------------------------
     def _on_input_changed(self, text: str) -> None:
-        if not self.running and self._results_for and text.strip() != self._results_for:
-            self._clear_results()  # another folder: the last one's rows, bar and summary are not about it
-            self.status.setText("Press Start to segment this folder.")
+        another_folder = not self.running and bool(self._results_for) and text.strip() != self._results_for
+        if another_folder:
+            self._clear_results()  # the last folder's rows, bar and summary are not about this one
         if text.strip() and not self.out_edit.isModified():  # the output folder follows unless the user typed one
             self.out_edit.setText(str(default_output_folder(Path(text.strip()))))
         self._on_fields_changed()
+        if another_folder:
+            self.status.setText(self._ready_text())
 
     def _on_fields_changed(self) -> None:
-        """A folder or option changed: update the buttons; an error shown is about what was there before."""
+        """A folder or option changed: update the buttons; an error shown is about what was there before, and
+        the button to press may be another."""
         self._refresh()
-        if not self.running and self.status.text().startswith(_ERROR_STYLE):
-            self.status.setText(f"Ready: press {self.start_button.text()}." if self.in_edit.text().strip()
-                                else "Choose a folder and press Start.")
+        status = self.status.text()
+        if not self.running and (status.startswith((_ERROR_STYLE, _READY)) or status == _CHOOSE_FOLDER):
+            self.status.setText(self._ready_text())
+
+    def _ready_text(self) -> str:
+        """What the status line says while nothing runs and nothing went wrong: the button to press."""
+        if not self.in_edit.text().strip():
+            return _CHOOSE_FOLDER
+        return f"{_READY} {self.start_button.text()}."
 
     def _clear_results(self) -> None:
         self.table.clear_results()
         self.summary = None
         self._results_for = ""
-        self._done = self._todo = self._before = self._total = 0
+        self._done = self._segmented = self._todo = self._before = self._total = 0
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
         self.progress.setFormat("")

@@ -2,7 +2,8 @@
 
 Mixed into MainWindow. Each companion lives in its own package and knows nothing of the main window: it is
 given the model file, the options and the callbacks it needs. Batch and video are imported on first use, and
-a missing one makes its menu entry say so instead of failing.
+a missing one makes its menu entry say so instead of failing. Closing the window asks first while a batch or a
+video export runs, and stops them when the answer is Quit.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QMainWindow
+from PySide6.QtWidgets import QMainWindow, QMessageBox
 
 from leanseg.core.io.images import ImageReadError, read_image
 from leanseg.core.memory import MemoryMonitor
@@ -62,6 +63,44 @@ class CompanionsMixin(QMainWindow):
             self.show_error("Open video", f"Video segmentation is not available ({err}).")
             return
         show_video(self, path)
+
+    def running_work(self) -> list[tuple[str, str]]:
+        """What closing the window would stop, as (what runs, what becomes of it when stopped): a running batch,
+        a running video export. A single image's segmentation is not listed: it is redone in a moment."""
+        work = []
+        dialog = getattr(self, "batch_dialog", None)
+        if dialog is not None and dialog.running:
+            folder = Path(dialog.in_edit.text().strip())
+            work.append((f"A batch is running: {dialog.progress_text()}.",
+                         f"The images done are kept: run the batch on {folder.name} again (output folder "
+                         f"{Path(dialog.out_edit.text().strip()).name}) and it resumes where it stopped."))
+        panel = getattr(self, "video_panel", None)
+        if panel is not None and panel.exporting:
+            work.append((f"A video export is running: {panel.export_progress_text()}.",
+                         "The exported video keeps the frames written so far, and plays."))
+        return work
+
+    def confirm_quit(self, work: list[tuple[str, str]]) -> bool:
+        """Ask whether to quit and stop `work` (`running_work`); True for Quit. Cancel is the default, so Enter or
+        Esc keep the work going."""
+        stop = "it" if len(work) == 1 else "them"
+        box = QMessageBox(QMessageBox.Icon.Question, "Quit leanseg?",
+                          " ".join(running for running, _ in work) + f" Quit and stop {stop}?",
+                          QMessageBox.StandardButton.NoButton, self)
+        box.setInformativeText(" ".join(afterwards for _, afterwards in work))
+        quit_button = box.addButton("Quit", QMessageBox.ButtonRole.AcceptRole)
+        box.setDefaultButton(box.addButton(QMessageBox.StandardButton.Cancel))
+        box.exec()
+        return box.clickedButton() is quit_button
+
+    def stop_companions(self) -> None:
+        """Stop a running batch and a running video export (each keeps what it finished) and join their threads."""
+        batch_dialog = getattr(self, "batch_dialog", None)
+        if batch_dialog is not None:
+            batch_dialog.reject()  # its finished signal cancels a running batch and joins its thread
+        video_panel = getattr(self, "video_panel", None)
+        if video_panel is not None:
+            video_panel.shutdown()  # playback and export; the export finalises what it wrote
 
     def open_labelled(self, image_path: Path, labels_path: Path) -> None:
         """Show an image with labels saved earlier (a batch result) as its overlay, without segmenting again."""

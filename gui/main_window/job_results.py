@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QMainWindow
+from PySide6.QtWidgets import QMainWindow, QMessageBox
 
 from leanseg.core.events import JobEvent
 from leanseg.core.io.images import ImageData
@@ -25,6 +25,8 @@ from ..viewer.legend import OverlayPanel
 from ..viewer.view import SegmentationViewer
 from .notes import job_peak_text
 from .status_text import StatusField
+
+SEGMENTING_FAILED, READING_FAILED = "Segmentation failed", "Cannot open image"  # the boxes a failed job opens
 
 
 class JobResultsMixin(QMainWindow):
@@ -47,8 +49,10 @@ class JobResultsMixin(QMainWindow):
         _given_labels: tuple[int, np.ndarray] | None
         _image_notes: list[str]
         _busy: bool
+        _setting_job_id: int
+        error_box: QMessageBox | None
 
-        def show_error(self, title: str, message: str) -> None: ...
+        def show_error(self, title: str, message: str, in_box: bool = True) -> None: ...
         def _refresh_actions(self) -> None: ...
 
     def _on_job_event(self, job_id: int, event: JobEvent) -> None:
@@ -67,6 +71,8 @@ class JobResultsMixin(QMainWindow):
         self.viewer.set_labels(result.labels, info.class_colours, info.class_names)
         self.overlay_panel.legend.set_labels(result.labels)
         self._set_busy(False)
+        if self.error_box is not None and self.error_box.windowTitle() in (SEGMENTING_FAILED, READING_FAILED):
+            self.error_box.close()  # an earlier run's failure is old news beside this result
         self.controls.show_outcome(f"done · {result.seconds:.2f} s", complete=True)
         peak, peak_tip = job_peak_text(result)
         summary = f"{result.seconds:.2f} s · {peak} · {result.device}"
@@ -91,7 +97,8 @@ class JobResultsMixin(QMainWindow):
         message = for_the_app(message)
         unreadable = message.startswith(IMAGE_UNREADABLE)  # the job failed reading, before any segmenting
         # the message first: it takes down what an older failure said in the panel, where this one's reason goes
-        self.show_error("Cannot open image" if unreadable else "Segmentation failed", message)
+        self.show_error(READING_FAILED if unreadable else SEGMENTING_FAILED, message,
+                        in_box=job_id != self._setting_job_id)
         self.controls.show_outcome("failed", complete=False)
         reason = message.removeprefix("Segmentation failed")  # ": why" or " (Error): why"
         last_run = message if unreadable else "Last run failed" + (reason if reason != message else f": {message}")

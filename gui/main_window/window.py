@@ -80,6 +80,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
         self._given_labels: tuple[int, np.ndarray] | None = None  # job id, labels to show instead of segmenting
         self._image_notes: list[str] = []  # what the status bar says about the shown image once its job ends
         self._busy = False  # the current job will segment and has not ended yet
+        self._setting_job_id = 0  # the job that re-ran the image for a changed setting: its failure takes no box
         self.viewer = SegmentationViewer()
         self.controls = InferenceControls()
         self.overlay_panel = OverlayPanel()
@@ -218,16 +219,19 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
         self.controller.cancel()
         self.statusBar().showMessage("Cancelling at the next tile…", 3000)
 
-    def show_error(self, title: str, message: str) -> None:
-        """A message box that does not block the event loop; the app carries on."""
+    def show_error(self, title: str, message: str, in_box: bool = True) -> None:
+        """`message` in the status bar and, `in_box`, in a message box that does not block the event loop; the app
+        carries on. Without the box the keyboard stays where the user was typing."""
         message = for_the_app(message)
         self.last_error = message
         self.controls.clear_failure()  # an older failure's reason must not stand beside this error
         self.show_status_error(message, 10000)
         if self.error_box is not None:
-            self.error_box.close()
-        self.error_box = QMessageBox(QMessageBox.Icon.Warning, title, message, QMessageBox.StandardButton.Ok, self)
-        self.error_box.open()
+            self.error_box.close()  # about something older than this error
+        if in_box:
+            self.error_box = QMessageBox(QMessageBox.Icon.Warning, title, message, QMessageBox.StandardButton.Ok,
+                                         self)
+            self.error_box.open()
         self.error_shown.emit(message)
 
     def show_status_error(self, message: str, timeout_ms: int = 0) -> None:
@@ -273,6 +277,8 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
         self.controller.configure(None, options)
         if self.image is not None:
             self.segment_current()  # show the effect of the new engine, device or budget at once
+            # a failure is said beside the setting, in the panel: a box would take the keyboard from it
+            self._setting_job_id = self.controller.current.job_id if self.controller.current else 0
 
     # -- helpers --------------------------------------------------------------------------------------------
     def _use_device(self, device: str) -> None:
@@ -289,12 +295,14 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
         self.menu_actions.save_overlay.setEnabled(self.result is not None)
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        work = self.running_work()  # a batch or a video export: ask before stopping it
+        if work and not self.confirm_quit(work):
+            event.ignore()
+            return
         model_path = self.model_status.path if self.model_status is not None else None
         window_state.save(self, self.settings, self.controls, self.overlay_panel, self.memory_dock_height, model_path)
         self.controller.shutdown()
-        batch_dialog = getattr(self, "batch_dialog", None)
-        if batch_dialog is not None:
-            batch_dialog.reject()  # its finished signal cancels a running batch and joins its thread
+        self.stop_companions()
         self.memory_panel.set_monitor(None)
         if self.monitor is not None:
             self.monitor.close()

@@ -10,7 +10,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QRect, Qt, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -28,6 +28,7 @@ from leanseg.core.jobs import VideoJobSummary
 from leanseg.core.model.catalog import describe_file, display_name, model_classes
 from leanseg.core.predict import InferenceOptions
 
+from ..viewer.controls import breakable
 from ..viewer.legend import ClassLegend
 from ..viewer.view import SegmentationViewer
 from .export import VideoExport
@@ -37,6 +38,7 @@ from .player import ShownFrame, VideoPlayback
 LEGEND_EVERY_S = 0.25  # while playing, the legend's class shares follow the frames at most 4 times a second
 NEW_MODEL_NOTE = "segmenting with the new model…"  # until a frame it segmented arrives (its name is beside)
 SIDE_WIDTH_PX = 190  # the model name and legend column: fixed, so a long model name never resizes the video
+NAME_LINES = 3  # the most lines the model's name takes there; a longer one is cut before its file extension
 
 
 class VideoPanel(ExportActionsMixin):
@@ -273,6 +275,12 @@ class VideoPanel(ExportActionsMixin):
         if not self.playback.playing and self.last_frame is not None:
             self.seek(self.last_frame.index)
 
+    def export_progress_text(self) -> str:
+        """How far the running export has got: '12 of 100 frames exported' ('12 frames exported' of a video whose
+        length is unknown)."""
+        done, count = max(self.progress.value(), 0), self.progress.maximum()
+        return f"{done} of {count} frames exported" if count else f"{done} frames exported"
+
     # -- helpers --------------------------------------------------------------------------------------------
     def _read_classes(self) -> None:
         self.colours, self.class_names = (), ()
@@ -295,15 +303,27 @@ class VideoPanel(ExportActionsMixin):
         self.model_label.setToolTip(f"{name}\n{self.model_path}")
 
     def _fitted_model_line(self, name: str, class_count: int) -> str:
-        """'Model: NAME · K classes' on one line where it fits the side column; else the name on a line of its own,
-        cut in the middle where it is still too long, and the classes below it."""
+        """'Model: NAME · K classes' on one line where it fits the side column; else the name whole, wrapped after
+        its _ . and - as the main window's is, and the classes on a line below. Only a name longer than NAME_LINES
+        lines is cut, at the end of its stem: its extension stays (the whole name is in the tooltip)."""
+        line = f"Model: {name} · {class_count} classes"
+        if self._name_lines(line) == 1:
+            return line
+        stem, dot, extension = name.rpartition(".")
+        tail = dot + extension if stem else ""  # '.safetensors', or '.onnx)' of 'Card name (file.onnx)'
+        head = name[:len(name) - len(tail)]
+        fitted, keep = name, len(head)
+        while keep > 1 and self._name_lines(f"Model: {breakable(fitted)}") > NAME_LINES:
+            keep -= 1
+            fitted = head[:keep].rstrip(" _-.") + "…" + tail
+        return f"Model: {breakable(fitted)}\n{class_count} classes"
+
+    def _name_lines(self, text: str) -> int:
+        """How many lines `text` takes in the model label, wrapped to the side column."""
         self.model_label.ensurePolished()  # measure in the style sheet's (bold) font
         metrics = self.model_label.fontMetrics()
-        line = f"Model: {name} · {class_count} classes"
-        if metrics.horizontalAdvance(line) <= SIDE_WIDTH_PX - 4:
-            return line
-        room = SIDE_WIDTH_PX - 4 - metrics.horizontalAdvance("Model: ")
-        return f"Model: {metrics.elidedText(name, Qt.TextElideMode.ElideMiddle, room)}\n{class_count} classes"
+        wrapped = metrics.boundingRect(QRect(0, 0, SIDE_WIDTH_PX, 100_000), Qt.TextFlag.TextWordWrap, text)
+        return round(wrapped.height() / metrics.lineSpacing())
 
     def _refresh(self) -> None:
         has_video = self.source is not None

@@ -1,7 +1,8 @@
 """Hooks the video panel into the main window: File > Open video and dropped videos land here.
 
 `show_video(window, path)` is all the main window calls; the panel follows the window's model and
-options, marks export events on its memory timeline, and stops its threads when the window closes.
+options and marks export events on its memory timeline. The window stops the panel's threads when it closes
+(`VideoPanel.shutdown`), once it has asked about a running export.
 """
 from __future__ import annotations
 
@@ -9,24 +10,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import Qt
 
 from leanseg.core.predict import InferenceOptions
 
 from .panel import VideoPanel
-
-
-class _ShutdownOnClose(QObject):
-    """Stops the panel's threads when the window that owns it closes."""
-
-    def __init__(self, panel: VideoPanel) -> None:
-        super().__init__(panel)
-        self.panel = panel
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.Close:
-            self.panel.shutdown()
-        return False
 
 
 def video_options(options: InferenceOptions) -> InferenceOptions:
@@ -47,7 +35,6 @@ def show_video(window: Any, path: Path) -> VideoPanel:
         panel = VideoPanel(window, window.model_requested, options)
         panel.setWindowFlag(Qt.WindowType.Window, True)
         window.video_panel = panel
-        window.installEventFilter(_ShutdownOnClose(panel))
         window.model_changed.connect(lambda status: panel.set_model(window.model_requested,
                                                                             video_options(status.options)))
         panel.job_event.connect(lambda event: window.monitor.mark_event(event) if window.monitor else None)

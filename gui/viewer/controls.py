@@ -49,7 +49,7 @@ def _multiscale_tip(scales: tuple[float, ...]) -> str:
             "tiles: Tiling 'exact' is unavailable with it and becomes auto (still images; video runs without it)")
 
 
-def _breakable(name: str) -> str:
+def breakable(name: str) -> str:
     """`name` with a zero-width space after each _ . and - of its long words: a narrow panel wraps it there."""
     words = [word if len(word) < LONG_WORD_CHARS else
              word.replace("_", "_\u200b").replace(".", ".\u200b").replace("-", "-\u200b") for word in name.split(" ")]
@@ -90,6 +90,7 @@ class InferenceControls(QWidget):
         self.memory_budget.setSuffix(" MB")
         self.memory_budget.setSpecialValueText("auto")
         self.memory_budget.setToolTip("Most memory inference may hold; auto: a fraction of free device memory")
+        self.memory_budget.setKeyboardTracking(False)  # typed digits count on Enter or leaving the box, not 1, 10, 102
         self.tiling = _combo(TILING_MODES, TILING_TIPS)
         self.mirror = QCheckBox("Mirror averaging")
         self.mirror.setToolTip("Average each image's result with its left-right mirror's: a little more accurate, "
@@ -180,7 +181,7 @@ class InferenceControls(QWidget):
             self.blockSignals(False)
 
     def set_model_name(self, text: str, tooltip: str = "") -> None:
-        self.model_name.setText(_breakable(text))
+        self.model_name.setText(breakable(text))
         self.model_name.setToolTip(tooltip)
 
     def set_busy(self, busy: bool) -> None:

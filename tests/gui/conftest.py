@@ -14,9 +14,9 @@ import numpy as np  # noqa: E402
 import pyqtgraph as pg  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl  # noqa: E402
+from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl  # noqa: E402
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QPainter  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
 
 from leanseg.core.model import MobileUNet, MobileUNetConfig  # noqa: E402
 from leanseg.core.model.checkpoint import default_info, save_checkpoint  # noqa: E402
@@ -120,3 +120,27 @@ def tick_labels(axis) -> list:  # type: ignore[no-untyped-def]
         return [(text, rect) for rect, _flags, text in axis.generateDrawSpecs(painter)[2]]
     finally:
         painter.end()
+
+
+def answer_next_box(button: str, asked: list[str], before_pressing: Callable[[], object] = lambda: None) -> QTimer:
+    """Press `button` in the next modal message box once it is open, noting its title, text and informative text
+    in `asked`; `before_pressing` runs just before. Looks every 20 ms for 10 s at most: stop the timer it returns
+    where no box may open, so it never answers another test's box."""
+    timer = QTimer(QApplication.instance())
+    timer.setInterval(20)
+    looks = iter(range(500))
+
+    def press() -> None:
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox):
+            if next(looks, None) is None:
+                timer.stop()
+            return
+        timer.stop()
+        asked.append(f"{box.windowTitle()}\n{box.text()}\n{box.informativeText()}")
+        before_pressing()
+        next(choice for choice in box.buttons() if choice.text().replace("&", "") == button).click()
+
+    timer.timeout.connect(press)
+    timer.start()
+    return timer

@@ -13,15 +13,18 @@ from PySide6.QtCore import QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QColor, QDesktopServices
 from PySide6.QtWidgets import QHeaderView
 
+from leanseg.core.events import JobEvent
 from leanseg.core.io.outputs import OutputPathError
 from leanseg.core.jobs.batch import require_writable_output
+from leanseg.core.jobs.records import ImageRecord
 from leanseg.core.predict import InferenceOptions
+from leanseg.gui.batch import dialog as dialog_module
 from leanseg.gui.batch.dialog import BatchDialog
 from leanseg.gui.batch.results_table import COLUMNS
 from leanseg.gui.batch.texts import default_output_folder
 
 from ..core.unwritable import make_unwritable
-from .conftest import JOB_TIMEOUT_MS, write_image
+from .conftest import JOB_TIMEOUT_MS, answer_next_box, write_image
 
 OPTIONS = InferenceOptions(device="cpu", engine="eager")
 
@@ -126,7 +129,7 @@ def test_cancel_then_resume_finishes_without_redoing(qtbot, gui_tiny_checkpoint,
     first = blocker.args[0]
     assert first.cancelled and 1 <= len(first.records) < 4
     assert "press Resume" in dialog.status.text() and dialog.start_button.text() == "Resume"
-    assert progress_texts and " of 4 · p" in progress_texts[0] and "ETA" in progress_texts[0]
+    assert progress_texts[0] == "0 of 4 · p0.png"  # no rate or ETA before an image was segmented
     dialog.batch_thread.runner.job_event.disconnect(hold_second_image)
     dialog.job_event.disconnect(press_cancel_on_second_image)
 
@@ -321,7 +324,10 @@ def test_closing_the_main_window_mid_batch_stops_the_batch_and_its_thread(qtbot,
     batch_thread.runner.job_event.connect(hold_second_image, Qt.ConnectionType.DirectConnection)
     dialog.start()
     assert second_image.wait(JOB_TIMEOUT_MS / 1000)
+    asked: list[str] = []
+    answer_next_box("Quit", asked)  # closing asks first while a batch runs
     window.close()
+    assert len(asked) == 1
     assert not batch_thread.runner_thread.isRunning() and not dialog.running and not dialog.isVisible()
     done = sorted(p.name for p in default_output_folder(image_folder).glob("*_labels.png"))
     assert len(done) < 4  # cancelled: the images after the held one were not segmented
@@ -396,3 +402,59 @@ def test_a_folder_whose_images_are_all_in_sub_folders_says_to_tick_the_checkbox(
     with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS) as done:
         dialog.start()
     assert [record.status for record in done.args[0].records] == ["ok"]
+
+
+def test_a_dialog_opened_on_a_folder_says_which_button_to_press(qtbot, make_window, gui_tiny_checkpoint,
+                                                                  image_folder) -> None:
+    window = make_window(gui_tiny_checkpoint)
+    window.open_folder(image_folder)
+    assert window.batch_dialog.status.text() == "Ready: press Start."
+    empty = BatchDialog(None, gui_tiny_checkpoint, OPTIONS)
+    qtbot.addWidget(empty)
+    empty.show()  # closed, so its batch thread ends, when the test does
+    assert empty.status.text() == "Choose a folder and press Start."
+    qtbot.keyClicks(empty.in_edit, str(image_folder))
+    assert empty.status.text() == "Ready: press Start."
+    with qtbot.waitSignal(empty.batch_finished, timeout=JOB_TIMEOUT_MS):
+        empty.start()
+    reopened = _dialog(qtbot, gui_tiny_checkpoint, image_folder)  # its output folder holds a manifest
+    assert reopened.status.text() == "Ready: press Resume." == f"Ready: press {reopened.start_button.text()}."
+
+
+def test_a_file_that_fails_at_once_gives_no_rate_and_no_eta(qtbot, gui_tiny_checkpoint, image_folder) -> None:
+    (image_folder / "broken.png").write_bytes(b"not a PNG")  # read, and failed, before p0..p3
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    said: list[tuple[str, str]] = []
+    dialog.job_event.connect(lambda event: said.append((event.kind, dialog.status.text())))
+    with qtbot.waitSignal(dialog.batch_finished, timeout=JOB_TIMEOUT_MS):
+        dialog.start()
+    assert ("error", "1 of 5 · broken.png") in said  # not '… · 9.10 images/s · ETA 00:00' with 4 left
+    segmented = [text for kind, text in said if kind == "image"]
+    assert len(segmented) == 4 and all("images/s · ETA " in text for text in segmented)
+
+
+def test_the_rate_counts_segmented_images_over_the_runs_time(qtbot, gui_tiny_checkpoint, image_folder,
+                                                             monkeypatch) -> None:
+    """A run of 4 whose first file fails at once and whose second takes 2 s: 0.50 images/s, 2 left in 4 s."""
+    dialog = _dialog(qtbot, gui_tiny_checkpoint, image_folder)
+    now = [100.0]
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return now[0]
+
+    monkeypatch.setattr(dialog_module, "time", Clock)
+    failed = ImageRecord(source="broken.png", status="error", error="broken.png: not an image").to_json()
+    done = ImageRecord(source="p0.png", status="ok", width=64, height=48, seconds=1.9).to_json()
+    for at, event in ((100.0, JobEvent("start", "4 image(s)", count=4, data={"total": 4, "finished_before": []})),
+                      (100.01, JobEvent("error", "not an image", index=0, count=4, path="broken.png", data=failed)),
+                      (100.01, JobEvent("info", "segmenting p0.png", index=1, count=4, path="p0.png",
+                                        data={"stage": "segmenting"})),
+                      (102.0, JobEvent("image", "p0.png", index=1, count=4, path="p0.png", data=done))):
+        now[0] = at
+        dialog._on_event(event)
+        if event.kind != "start":
+            assert ("ETA" in dialog.status.text()) is (event.kind == "image")
+    assert dialog.status.text() == "2 of 4 · p0.png · 0.50 images/s · ETA 00:04"
+    assert dialog.progress.value() == 2 and dialog.table.rowCount() == 2

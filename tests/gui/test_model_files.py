@@ -95,6 +95,30 @@ def test_without_a_card_the_banner_says_what_was_assumed_and_the_editor_saves_on
     assert legend_names(window)[0] == "sky"
 
 
+def test_in_a_narrow_window_the_banners_text_keeps_the_width_and_its_buttons_go_below(qtbot, app_style, make_window,
+                                                                                      onnx_model, tmp_path):
+    bare = tmp_path / "plain.onnx"
+    shutil.copy(onnx_model, bare)
+    window = make_window(bare)
+    banner, text = window.banner, window.banner.text
+    assert banner.isVisible() and "No card beside plain.onnx" in text.text()
+    line = text.fontMetrics().lineSpacing()
+
+    def lines() -> float:
+        return text.contentsRect().height() / line
+
+    window.resize(900, 600)  # the viewer between the docks is some 370 px wide
+    qtbot.waitUntil(lambda: banner.width() < 450)
+    qtbot.waitUntil(lambda: text.width() >= banner.contentsRect().width() - 30)  # all of it, not a thin column
+    assert lines() <= 4  # it was 8 lines of some 130 px beside the buttons
+    assert banner.buttons.geometry().top() >= text.geometry().bottom()  # the buttons below the text
+    assert banner.edit_card.isVisible() and banner.edit_card.visibleRegion().boundingRect().width() == \
+        banner.edit_card.width()
+    window.resize(1440, 900)
+    qtbot.waitUntil(lambda: banner.buttons.geometry().top() < text.geometry().bottom())  # beside it again
+    assert lines() <= 2 and text.width() + banner.buttons.width() <= banner.contentsRect().width()
+
+
 def test_the_card_editor_refuses_a_bad_value_in_the_dialog(qtbot, make_window, onnx_model, tmp_path):
     bare = tmp_path / "bare.onnx"
     shutil.copy(onnx_model, bare)

@@ -289,3 +289,26 @@ def test_a_new_model_takes_the_old_overlay_with_it_and_a_long_name_keeps_the_wid
     assert panel.viewer.labels is redrawn.args[0].labels and int(panel.viewer.labels.max()) < 3
     label = panel.model_label
     assert "…" in label.text() and label.text().endswith("\n3 classes") and other.name in label.toolTip()
+
+
+def test_the_model_name_is_shown_whole_wrapped_not_cut_in_the_middle(qtbot, app_style, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from leanseg.core.model import MobileUNet
+    from leanseg.core.model.checkpoint import default_info, save_checkpoint
+
+    from .conftest import TINY
+
+    shipped_name = save_checkpoint(tmp_path / "camvid_mobileunet.safetensors", MobileUNet(TINY).eval(),
+                                   default_info(TINY))
+    panel = VideoPanel(model_path=shipped_name, options=InferenceOptions(device="cpu", engine="eager"))
+    qtbot.addWidget(panel)
+    panel.show()
+    label = panel.model_label
+    assert label.text().replace("\u200b", "") == "Model: camvid_mobileunet.safetensors\n4 classes"
+    assert str(shipped_name) in label.toolTip()
+    assert label.height() <= 3 * label.fontMetrics().lineSpacing() + 4  # the name on two lines, the classes below
+    very_long = save_checkpoint(tmp_path / f"{'a_model_with_a_very_long_file_name_' * 3}3.safetensors",
+                                MobileUNet(TINY).eval(), default_info(TINY))
+    panel.set_model(very_long, panel.options)  # out of room: cut at the end of its stem, the extension kept
+    shown = label.text().replace("\u200b", "")
+    assert shown.startswith("Model: a_model_with_a_very_long_") and shown.endswith("….safetensors\n4 classes")
+    assert str(very_long) in label.toolTip()
