@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except PermissionError as err:  # a path the user gave lies in a folder they cannot enter: no traceback
-        print(f"leanseg: error: {err.filename}: permission denied (check the file's permissions and those of the "
-              "folders above it)" if err.filename else f"leanseg: error: {err}", file=sys.stderr)
+        print(f"leanseg: error: {err.filename}: {err.strerror or 'permission denied'} (check the file's permissions "
+              "and those of the folders above it)" if err.filename else f"leanseg: error: {err}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `leanseg models | head -1`: the reader left; stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the exit's flush raises again

@@ -41,6 +41,7 @@ ArrayLike = Sequence[float] | np.ndarray
 TickFormat = Callable[[float], str]
 
 CHART_FORMATS = ("png", "svg", "pdf")
+CHART_MARK = "leanseg chart"  # in every chart's metadata (PNG Software, SVG/PDF Creator): `drawn_by_leanseg`
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]  # matplotlib's tab10, in its order
 _LINE_STYLES = ("solid", "dashed", "dotted")  # what tells series apart once the ten colours come round again
@@ -72,14 +73,25 @@ def _figure(size: tuple[int, int]) -> Figure:
 
 
 def save_figure(figure: Figure, path: str | Path) -> Path:
-    """Write `figure` to `path` (type from its suffix) atomically; returns the path."""
+    """Write `figure` to `path` (type from its suffix) atomically, marked as leanseg's (`drawn_by_leanseg`);
+    returns the path."""
     import matplotlib
 
     kind = chart_format(path)
     buffer = io.BytesIO()
+    metadata = {"png": {"Software": CHART_MARK}, "svg": {"Creator": CHART_MARK}, "pdf": {"Creator": CHART_MARK}}
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "leanseg"}):  # SVG text stays text
-        figure.savefig(buffer, format=kind, dpi=_DPI, facecolor="white")
+        figure.savefig(buffer, format=kind, dpi=_DPI, facecolor="white", metadata=metadata[kind])
     return atomic_write_bytes(path, buffer.getvalue())
+
+
+def drawn_by_leanseg(path: str | Path) -> bool:
+    """Whether the existing file `path` is a chart leanseg drew (its metadata carries CHART_MARK): one a command
+    may replace. Charts are small; the whole file is read."""
+    try:
+        return CHART_MARK.encode() in Path(path).read_bytes()
+    except OSError:
+        return False
 
 
 def _tick_formatter(axis: object, fmt: TickFormat) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..memory import plot_mark_label
 from ..memory.log import MemoryLog, read_memory_csv
-from ..plotting import CHART_FORMATS
+from ..plotting import CHART_FORMATS, drawn_by_leanseg
 from . import SUMMARIES
 from .common import report_error
 from .options import HELP_FORMATTER
@@ -81,6 +81,9 @@ def output_path(out: Path, chart_type: str | None) -> Path:
 def run(args: argparse.Namespace) -> int:
     try:
         out = output_path(args.out, args.format)
+        if out.is_file() and not drawn_by_leanseg(out):
+            raise ValueError(f"{out}: already exists and is not a chart leanseg drew, so it is not replaced; choose "
+                             "another --out")
         log = read_memory_csv(args.log)
         path = plot_memory_log(log, out, include_rss=not args.no_rss)
     except ValueError as err:

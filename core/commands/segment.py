@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -127,10 +128,12 @@ def _distinct(images: list[Path]) -> list[Path]:
 def _check_some_image_exists(images: list[Path]) -> None:
     """CommandError before the model loads when no IMAGE is a file, or all are videos (one missing among others
     fails alone)."""
-    if all(image.suffix.lower() in VIDEO_SUFFIXES and image.is_file() for image in images):
+    # os.path.isfile, not Path.is_file: a file in a folder that cannot be entered is False here (it fails on its
+    # own when read, naming the folder's permission), not a PermissionError that would stop the others
+    if all(image.suffix.lower() in VIDEO_SUFFIXES and os.path.isfile(image) for image in images):
         raise CommandError(f"{images[0]}: is a video (segment a video with `leanseg video {images[0]} --out "
                            f"{images[0].stem}_overlay.mp4`)")
-    if any(image.is_file() for image in images):
+    if any(os.path.isfile(image) for image in images):
         return
     first = images[0]
     problem = "is a folder (segment a folder with `leanseg batch`)" if first.is_dir() else "no such file"

@@ -109,7 +109,9 @@ def _outputs(args: argparse.Namespace, options: VideoJobOptions) -> list[tuple[P
 def _output_guard(args: argparse.Namespace, options: VideoJobOptions) -> VideoOutputGuard:
     """The guard over every file this run writes (`_outputs`) and the label PNGs."""
     files = [(path, what) for path, what, _ in _outputs(args, options)]
-    return VideoOutputGuard(args.input, files, options.labels_dir, output_stem(args.input), args.overwrite)
+    logs = (args.memory_log, sidecar_path(args.memory_log)) if args.memory_log is not None else ()
+    return VideoOutputGuard(args.input, files, options.labels_dir, output_stem(args.input), args.overwrite,
+                            memory_log_files=logs)
 
 
 def _output_folders(args: argparse.Namespace, options: VideoJobOptions) -> dict[Path, str]:

@@ -34,6 +34,7 @@ from .batch_plan import (
     BatchPlan,
     BatchSettings,
     ImageTask,
+    changed_inputs_note,
     not_read_notes,
     plan_batch,
     remove_stale_temp_files,
@@ -132,7 +133,8 @@ def run_batch(
 ) -> BatchSummary:
     """Segment every image in `settings.in_dir` not already finished in `settings.out_dir`.
 
-    Raises ValueError if the input folder holds no image (before the output folder is created),
+    Raises ValueError if the input folder holds no image (before the output folder is created) or an input
+    folder cannot be read ('{folder}: cannot read this folder (Permission denied)'),
     OutputPathError if the output folder cannot be written (as `leanseg batch` says it: `cannot_write_output`),
     ManifestError if the output folder holds another model's results (unless overwrite), and
     FolderBusyError (a ManifestError) if another run is writing it. Bad inputs are recorded in
@@ -148,8 +150,8 @@ def run_batch(
     except OutputPathError:
         raise  # names the file and why already
     except OSError as err:  # in the output folder (e.g. the lock file refused): said as `leanseg batch` says it
-        if not within_folder(err.filename, settings.out_dir):
-            raise  # an input that went away, say: not the output folder's fault
+        if not within_folder(err.filename, settings.out_dir):  # an input: not the output folder's fault
+            raise ValueError(describe_batch_os_error(settings.out_dir, err)) from err
         raise OutputPathError(cannot_write_output(settings.out_dir, err)) from err
 
 
@@ -266,6 +268,8 @@ def open_batch(settings: BatchSettings, fingerprint: dict[str, Any], class_names
     plan = plan_batch(settings, manifest)
     for damage in plan.damaged:
         _warn(on_event, damage)
+    if plan.changed:
+        _warn(on_event, changed_inputs_note(plan.changed))
     summary = BatchSummary(settings, total=plan.total, finished_before=len(plan.finished), left_out=plan.left_out,
                            image_folders=plan.image_folders, hidden_images=plan.hidden_images)
     todo = len(plan.tasks)

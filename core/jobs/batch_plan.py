@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from ..io.images import IMAGE_SUFFIXES
 from ..io.output_names import OUTPUT_SUFFIXES, output_file_name, output_stems, stem_at_level
-from .manifest import CLI_OVERWRITE, MANIFEST_NAME, Manifest
+from .manifest import CLI_OVERWRITE, INPUT_CHANGED, MANIFEST_NAME, Manifest
 
 # atomic_write_bytes names its temporary files ".NAME.XXXXXXXX.tmp"; a kill can leave one behind
 _TEMP_FILE = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]{8}\.tmp$")
@@ -88,7 +88,8 @@ class BatchPlan:
     tasks: list[ImageTask]  # to segment now, in path order
     finished: list[str]  # keys the manifest shows finished and intact: skipped
     total: int  # images found
-    damaged: list[str] = field(default_factory=list)  # a line per finished image redone (output damaged, input changed)
+    damaged: list[str] = field(default_factory=list)  # a line per finished image redone: an output damaged
+    changed: list[str] = field(default_factory=list)  # keys of finished images redone: the input changed since
     left_out: list[str] = field(default_factory=list)  # files in the input folder that are not images: not read
     image_folders: list[str] = field(default_factory=list)  # sub-folders with images, not read (not recursive)
     hidden_images: list[str] = field(default_factory=list)  # image files named ".NAME": not read
@@ -125,10 +126,12 @@ def find_inputs(in_dir: Path, recursive: bool, suffixes: tuple[str, ...], exclud
 
 def require_images(settings: BatchSettings) -> None:
     """Raise ValueError naming the folder, the suffixes looked for and what it holds instead, when the input
-    folder holds no image; cheap otherwise (the walk stops at the first image). Reads nothing, writes nothing."""
+    folder holds no image, or naming a folder the batch would go into and cannot read; cheap otherwise (without
+    --recursive the walk stops at the first image; with it, every folder is listed now, not after the model
+    loads). Reads no image, writes nothing."""
     exclude = _excluded_output(settings)
-    walk = _walk_inputs(settings.in_dir, settings.recursive, settings.suffixes, exclude)
-    if any(kind == "image" for _path, kind in walk):
+    kinds = (kind for _path, kind in _walk_inputs(settings.in_dir, settings.recursive, settings.suffixes, exclude))
+    if "image" in (list(kinds) if settings.recursive else kinds):
         return
     where = "or its sub-folders " if settings.recursive else ""
     message = f"no images in {settings.in_dir} {where}(looked for {', '.join(settings.suffixes)})"
@@ -140,6 +143,13 @@ def require_images(settings: BatchSettings) -> None:
     if not settings.recursive and any(p.is_dir() and not p.name.startswith(".") for p in settings.in_dir.iterdir()):
         message += f"; {CLI_RECURSE} to look in its sub-folders"
     raise ValueError(message)
+
+
+def changed_inputs_note(keys: list[str], named: int = 5) -> str:
+    """'redoing 2 images changed since they were segmented (size or time stamp): a.png, b.png'."""
+    one = len(keys) == 1
+    return (f"redoing {len(keys)} image{'' if one else 's'} changed since {'it was' if one else 'they were'} "
+            f"segmented (size or time stamp): {_names(keys, named)}")
 
 
 def left_out_note(keys: list[str], verb: str = "left out", named: int = 5) -> str:
@@ -193,8 +203,16 @@ def _walk_inputs(in_dir: Path, recursive: bool, suffixes: tuple[str, ...],
         dirs[:] = sorted(d for d in dirs if recursive and _walked(base / d, excluded))
         for name in sorted(files):
             is_image = Path(name).suffix.lower() in wanted and not name.startswith("._")  # ._x.jpg: macOS metadata
-            if (is_image or not name.startswith(".")) and (base / name).is_file():
+            if (is_image or not name.startswith(".")) and _is_file(base / name):
                 yield base / name, ("hidden image" if name.startswith(".") else "image" if is_image else "other")
+
+
+def _is_file(path: Path) -> bool:
+    """Path.is_file, with a folder whose entries cannot be looked at (listed, not entered) said as one."""
+    try:
+        return path.is_file()
+    except OSError as err:
+        raise _unreadable(path.parent, err) from None
 
 
 def _walked(folder: Path, excluded: Path | None) -> bool:
@@ -204,12 +222,16 @@ def _walked(folder: Path, excluded: Path | None) -> bool:
     try:
         return not (folder / MANIFEST_NAME).is_file()
     except OSError as err:  # a folder that cannot be entered: said, not skipped unsaid
-        raise ValueError(f"{folder}: cannot read this folder ({err.strerror or err})") from None
+        raise _unreadable(folder, err) from None
 
 
 def _refuse_unreadable(err: OSError) -> None:
     """os.walk's onerror: a folder that cannot be listed is an error naming it (os.walk would skip it unsaid)."""
-    raise ValueError(f"{err.filename}: cannot read this folder ({err.strerror or err})") from None
+    raise _unreadable(err.filename, err) from None
+
+
+def _unreadable(folder: str | Path, err: OSError) -> ValueError:
+    return ValueError(f"{folder}: cannot read this folder ({err.strerror or err})")
 
 
 def _folders_with_images(in_dir: Path, suffixes: tuple[str, ...], exclude: Path | None) -> list[Path]:
@@ -217,9 +239,18 @@ def _folders_with_images(in_dir: Path, suffixes: tuple[str, ...], exclude: Path 
     the search of each stops at its first image."""
     excluded = exclude.resolve() if exclude is not None else None
     _folder, dirs, _files = next(os.walk(in_dir), ("", [], []))
-    folders = [in_dir / d for d in sorted(dirs) if not (in_dir / d).is_symlink() and _walked(in_dir / d, excluded)]
-    return [folder for folder in folders
-            if any(kind == "image" for _path, kind in _walk_inputs(folder, True, suffixes, exclude))]
+    return [in_dir / d for d in sorted(dirs)
+            if not (in_dir / d).is_symlink() and _holds_images(in_dir / d, suffixes, exclude, excluded)]
+
+
+def _holds_images(folder: Path, suffixes: tuple[str, ...], exclude: Path | None, excluded: Path | None) -> bool:
+    """Whether a recursive walk would go into `folder` and find an image; one that cannot be read does not count
+    (a batch without --recursive never reads it: it is only a note's)."""
+    try:
+        return _walked(folder, excluded) and any(
+            kind == "image" for _path, kind in _walk_inputs(folder, True, suffixes, exclude))
+    except ValueError:
+        return False
 
 
 def plan_batch(settings: BatchSettings, manifest: Manifest) -> BatchPlan:
@@ -234,6 +265,7 @@ def plan_batch(settings: BatchSettings, manifest: Manifest) -> BatchPlan:
     stems = output_stems(keys.values())
     finished: list[str] = []
     damaged: list[str] = []
+    changed: list[str] = []
     todo: list[tuple[Path, str]] = []
     for path, key in keys.items():
         stat = path.stat()
@@ -242,7 +274,9 @@ def plan_batch(settings: BatchSettings, manifest: Manifest) -> BatchPlan:
             if intact:
                 finished.append(key)
                 continue
-            if damage:
+            if damage == INPUT_CHANGED:
+                changed.append(key)
+            elif damage:
                 damaged.append(damage)
         todo.append((path, key))
     taken = {f.path.casefold(): key for key in finished for f in manifest.records[key].outputs.values()}
@@ -256,7 +290,7 @@ def plan_batch(settings: BatchSettings, manifest: Manifest) -> BatchPlan:
         forbidden = frozenset(rel for rel in outputs.values() if (settings.out_dir / rel).resolve() in inputs)
         tasks.append(ImageTask(path, key, settings.out_dir, outputs, replaceable, forbidden, settings.overlay_alpha,
                                settings.how_to_overwrite))
-    return BatchPlan(tasks, finished, len(paths), damaged, **found.keys(settings.in_dir))
+    return BatchPlan(tasks, finished, len(paths), damaged, changed, **found.keys(settings.in_dir))
 
 
 def _excluded_output(settings: BatchSettings) -> Path | None:

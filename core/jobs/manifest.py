@@ -19,13 +19,14 @@ from typing import Any
 from ..io.outputs import atomic_write_bytes, make_folder, output_damage
 from .records import ImageRecord, OutputFile, relative_path, relative_paths
 
-__all__ = ["FORMAT", "JOURNAL_NAME", "MANIFEST_NAME", "SUMMARY_NAME", "ImageRecord", "Manifest", "ManifestError",
-           "OutputFile", "summary_csv"]
+__all__ = ["FORMAT", "INPUT_CHANGED", "JOURNAL_NAME", "MANIFEST_NAME", "SUMMARY_NAME", "ImageRecord", "Manifest",
+           "ManifestError", "OutputFile", "summary_csv"]
 
 MANIFEST_NAME = "manifest.json"
 JOURNAL_NAME = "manifest.journal.jsonl"
 SUMMARY_NAME = "summary.csv"
 FORMAT = "leanseg-batch-manifest/1"
+INPUT_CHANGED = "input changed"  # `Manifest.verify`'s damage for an input changed since it was segmented
 SNAPSHOT_EVERY_S = 5.0  # fold the journal into manifest.json at most this often (and at the end)
 
 
@@ -120,14 +121,14 @@ class Manifest:
     def verify(self, source: str, kinds: tuple[str, ...], input_bytes: int,
                input_mtime_ns: int) -> tuple[bool, str]:
         """(finished, damage): finished when `source` finished ok from this very input and each wanted output
-        has the size and checksum it was written with; damage names a recorded output that does not, or says that
-        the input changed since."""
+        has the size and checksum it was written with; damage names a recorded output that does not, or is
+        INPUT_CHANGED when the input's size or time stamp is not the one it was segmented from."""
         with self._lock:
             record = self.records.get(source)
         if record is None or record.status != "ok":
             return False, ""
         if (record.input_bytes, record.input_mtime_ns) != (input_bytes, input_mtime_ns):
-            return False, f"{source}: changed since it was segmented (its size or time stamp); redoing it"
+            return False, INPUT_CHANGED
         for kind in kinds:
             output = record.outputs.get(kind)
             if output is None:

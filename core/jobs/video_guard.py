@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 from ..io.outputs import same_file
+from ..memory.log import written_as_memory_log
 from .segment_ledger import SegmentLedger
 
 LEDGER_NAME = ".leanseg-video.jsonl"
@@ -30,9 +31,12 @@ class VideoOutputGuard:
     `how_to_replace` ends the refusal of a user's file: the CLI's option, or what the app asks."""
 
     def __init__(self, input_path: Path, files: list[tuple[Path, str]], labels_dir: Path | None, labels_stem: str,
-                 overwrite: bool, how_to_replace: str = "pass --overwrite to replace it") -> None:
+                 overwrite: bool, how_to_replace: str = "pass --overwrite to replace it",
+                 memory_log_files: tuple[Path, ...] = ()) -> None:
         self.input_path = Path(input_path)
         self.files = files
+        # the memory log and its sidecar: an earlier memory log there (any command's) is replaced as segment's is
+        self.memory_log_files = {Path(path).resolve() for path in memory_log_files}
         self.labels_dir = labels_dir
         self.labels_pattern = re.compile(re.escape(labels_stem) + r"_\d{6,}_labels\.png")
         self.overwrite = overwrite
@@ -101,7 +105,8 @@ class VideoOutputGuard:
     def _is_foreign(self, path: Path) -> bool:
         """An existing file that is not the input or the ledger and that no `leanseg video` wrote."""
         return (path.exists() and not path.is_dir() and path.name != LEDGER_NAME and not self._is_input(path)
-                and not self._owned(path))
+                and not self._owned(path)
+                and not (path.resolve() in self.memory_log_files and written_as_memory_log(path)))
 
     def _is_input(self, path: Path) -> bool:
         return same_file(path, self.input_path)  # hard links too

@@ -1,6 +1,7 @@
 """`leanseg batch` usage errors and options, in a real subprocess."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -228,6 +229,24 @@ def test_unreadable_inputs_are_named_as_inputs(tmp_path: Path, tiny_checkpoint: 
         result = batch(str(inputs), "--recursive")
         assert result.returncode == 2
         assert result.stderr == f"leanseg: error: {inputs / 'locked'}: cannot read this folder (Permission denied)\n"
+        assert not out.exists()
+        result = batch(str(inputs / "ok"))  # a folder it never reads (no --recursive, not one of its) is no matter
+        assert result.returncode == 0, result.stderr
+        shutil.rmtree(out)
+        (inputs / "locked").chmod(0o755)
+        (inputs / "ok" / "deeper").mkdir()
+        (inputs / "ok" / "deeper").chmod(0)  # found only past the first image: still said before the model loads
+        result = subprocess.run([*plain_user, sys.executable, "-m", "leanseg.core", "batch", str(inputs), "--recursive",
+                                 "--out", str(out), "--model", str(tmp_path / "no-model.safetensors")],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 2
+        assert result.stderr == (f"leanseg: error: {inputs / 'ok' / 'deeper'}: cannot read this folder (Permission "
+                                 "denied)\n")
+        assert not out.exists()
+        (inputs / "ok" / "deeper").chmod(0o755)
+        (inputs / "locked").chmod(0)
+        result = batch(str(inputs))  # without --recursive a locked sub-folder is not read, not even for the note
+        assert result.returncode == 2 and "no images in" in result.stderr, result.stderr
         inputs.chmod(0)
         result = batch(str(inputs))
         assert result.returncode == 2
@@ -242,18 +261,22 @@ def test_unreadable_inputs_are_named_as_inputs(tmp_path: Path, tiny_checkpoint: 
         inputs.chmod(0o755)
         (inputs / "locked").chmod(0o755)
         (inputs / "ok" / "b.png").chmod(0o644)
+        if (inputs / "ok" / "deeper").exists():
+            (inputs / "ok" / "deeper").chmod(0o755)
 
 
-def test_a_changed_input_is_said_when_a_resume_redoes_it(tmp_path: Path, tiny_checkpoint: Path) -> None:
+def test_changed_inputs_are_said_in_one_line_when_a_resume_redoes_them(tmp_path: Path, tiny_checkpoint: Path) -> None:
     inputs = tmp_path / "in"
     inputs.mkdir()
-    for name in ("a.png", "b.png"):
+    for name in ("a.png", "b.png", "c.png"):
         cv2.imwrite(str(inputs / name), np.zeros((32, 48, 3), np.uint8))
     out = tmp_path / "out"
     assert _leanseg(str(inputs), "--out", str(out), "--model", str(tiny_checkpoint), "--threads", "1").returncode == 0
-    cv2.imwrite(str(inputs / "b.png"), np.full((40, 48, 3), 255, np.uint8))
+    for name in ("b.png", "c.png"):
+        cv2.imwrite(str(inputs / name), np.full((40, 48, 3), 255, np.uint8))
     result = _leanseg(str(inputs), "--out", str(out), "--model", str(tiny_checkpoint), "--threads", "1")
     assert result.returncode == 0, result.stderr
-    assert "b.png: changed since it was segmented (its size or time stamp); redoing it" in result.stderr
-    assert "1 segmented now, 1 finished before" in result.stdout
+    assert result.stderr.count("changed since") == 1, result.stderr
+    assert "redoing 2 images changed since they were segmented (size or time stamp): b.png, c.png" in result.stderr
+    assert "2 segmented now, 1 finished before" in result.stdout
     assert cv2.imread(str(out / "b_labels.png"), cv2.IMREAD_UNCHANGED).shape == (40, 48)

@@ -141,8 +141,26 @@ def test_an_image_in_a_folder_that_cannot_be_entered_is_one_line_not_a_traceback
     finally:
         closed.chmod(0o755)
     assert result.returncode == 2, result.stderr
-    assert result.stderr == (f"leanseg: error: {closed / 'x.png'}: permission denied (check the file's permissions "
+    assert result.stderr == (f"leanseg: error: {closed / 'x.png'}: Permission denied (check the file's permissions "
                              "and those of the folders above it)\n")
+
+
+def test_an_image_that_cannot_be_reached_fails_alone_whatever_its_place(tmp_path: Path, tiny_checkpoint: Path,
+                                                                         rgb_image: Path) -> None:
+    plain_user = as_a_plain_user()
+    closed = tmp_path / "closed"
+    closed.mkdir()
+    cv2.imwrite(str(closed / "x.png"), np.zeros((8, 8, 3), np.uint8))
+    closed.chmod(0)
+    try:
+        result = subprocess.run([*plain_user, sys.executable, "-m", "leanseg.core", "segment", str(closed / "x.png"),
+                                 str(rgb_image), "--out", str(tmp_path / "out"), "--model", str(tiny_checkpoint),
+                                 "--threads", "1"], capture_output=True, text=True, timeout=300)
+    finally:
+        closed.chmod(0o755)
+    assert result.returncode == 1, result.stderr
+    assert f"{closed / 'x.png'}: cannot read it (Permission denied)" in result.stderr
+    assert (tmp_path / "out" / f"{rgb_image.stem}_labels.png").is_file()
 
 
 @pytest.mark.parametrize(("given", "pixels"), [("1e6", 1_000_000), ("1,000,000", 1_000_000), ("2_000", 2000)])

@@ -210,3 +210,19 @@ def test_plot_memory_writes_svg_by_suffix_or_format_in_a_real_process(tmp_path: 
     done = plot("--out", str(tmp_path / "plain"))  # no suffix, no --format: a PNG, named so
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "plain.png").read_bytes().startswith(b"\x89PNG") and not (tmp_path / "plain").exists()
+
+
+@pytest.mark.parametrize("suffix", ["png", "svg", "pdf"])
+def test_plot_memory_replaces_its_own_chart_and_nothing_else(suffix: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "memory.csv"
+    write_memory_csv(log, {"time": np.arange(3.0), **{name: np.arange(3) for name in SERIES}}, [(1.0, "start")], {})
+    chart = tmp_path / f"memory.{suffix}"
+    for _ in range(2):  # a rerun replaces the chart it drew
+        assert main(["plot-memory", str(log), "--out", str(chart)]) == 0
+    photo = tmp_path / f"photo.{suffix}"
+    photo.write_bytes(b"the user's own file")
+    assert main(["plot-memory", str(log), "--out", str(photo)]) == 2
+    assert capsys.readouterr().err == (f"leanseg: error: {photo}: already exists and is not a chart leanseg drew, "
+                                       "so it is not replaced; choose another --out\n")
+    assert photo.read_bytes() == b"the user's own file"

@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from leanseg.core.memory.log import SERIES, write_memory_csv
 
 from .video_samples import count_frames, write_video
 
@@ -122,3 +125,16 @@ def test_a_memory_log_not_named_csv_is_refused_before_the_model_loads(tmp_path: 
     assert result.stderr == (f"leanseg: error: --memory-log {tmp_path / 'notes.txt'}: a memory log is a CSV file; "
                              "give a name ending in .csv, such as notes.csv\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"]
+
+
+def test_an_earlier_memory_log_of_any_command_is_replaced_without_overwrite(tmp_path: Path) -> None:
+    """As segment and batch replace one: the log passes the output checks, and the run goes on to the model."""
+    source = write_video(tmp_path / "in.mp4", frames=3)
+    earlier = tmp_path / "memory.csv"
+    write_memory_csv(earlier, {"time": np.zeros(1), **{name: np.zeros(1) for name in SERIES}}, [], {})
+    missing = tmp_path / "no-such-model.safetensors"
+    result = _leanseg("video", source, "--out", tmp_path / "out.mp4", "--memory-log", earlier, "--model", missing)
+    assert result.returncode == 2 and "memory log" not in result.stderr and f"{missing}: no such file" in result.stderr
+    earlier.write_text("name,value\na,1\n")  # not a memory log: refused as before
+    result = _leanseg("video", source, "--out", tmp_path / "out.mp4", "--memory-log", earlier, "--model", missing)
+    _refused(result, earlier, "was not written by leanseg video")
