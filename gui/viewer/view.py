@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout
 
 from ..style import VIEW_BACKGROUND
 
+PLACEHOLDER = "Open an image (Ctrl+O) or drop an image, folder or video here"  # what an empty viewer says
 MIN_SHOWN_PX = 48  # a fitted image is drawn at least this tall and wide, stretched if it must be (a 5000x1 strip)
 
 
@@ -56,7 +57,7 @@ class SegmentationViewer(pg.GraphicsView):
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
 
     def _make_placeholder(self) -> QLabel:
-        label = QLabel("Open an image (Ctrl+O) or drop an image, folder or video here")
+        label = QLabel(PLACEHOLDER)
         label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         label.setWordWrap(True)
         label.setStyleSheet("color: #8a8f98; font-size: 15px; background: transparent;")
