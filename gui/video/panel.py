@@ -319,10 +319,13 @@ class VideoPanel(ExportActionsMixin):
         return f"Model: {breakable(fitted)}\n{class_count} classes"
 
     def _name_lines(self, text: str) -> int:
-        """How many lines `text` takes in the model label, wrapped to the side column."""
+        """How many lines `text` takes in the model label, wrapped to the side column; more than NAME_LINES when a
+        word of it is wider than the column (it could not be wrapped, and would be cut at the edge)."""
         self.model_label.ensurePolished()  # measure in the style sheet's (bold) font
         metrics = self.model_label.fontMetrics()
         wrapped = metrics.boundingRect(QRect(0, 0, SIDE_WIDTH_PX, 100_000), Qt.TextFlag.TextWordWrap, text)
+        if wrapped.width() > SIDE_WIDTH_PX:
+            return NAME_LINES + 1
         return round(wrapped.height() / metrics.lineSpacing())
 
     def _refresh(self) -> None:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QRect, Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from leanseg.core.engine.multiscale import SUGGESTED_SCALES
 from leanseg.core.predict import InferenceOptions
-from leanseg.gui.video.panel import NEW_MODEL_NOTE, VideoPanel
+from leanseg.gui.video.panel import NEW_MODEL_NOTE, SIDE_WIDTH_PX, VideoPanel
 from leanseg.gui.video.player import ShownFrame
 from leanseg.gui.video.window import video_options
 
@@ -312,3 +312,11 @@ def test_the_model_name_is_shown_whole_wrapped_not_cut_in_the_middle(qtbot, app_
     shown = label.text().replace("\u200b", "")
     assert shown.startswith("Model: a_model_with_a_very_long_") and shown.endswith("….safetensors\n4 classes")
     assert str(very_long) in label.toolTip()
+    one_word = save_checkpoint(tmp_path / "DeepLabV3PlusMobileNetV3LargeCityscapesFinetunedOnMyStreets.safetensors",
+                               MobileUNet(TINY).eval(), default_info(TINY))
+    panel.set_model(one_word, panel.options)  # nowhere to wrap: cut to the column, not past its edge
+    shown = label.text().replace("\u200b", "")
+    assert shown.startswith("Model: DeepLab") and shown.endswith("….safetensors\n4 classes")
+    wrapped = label.fontMetrics().boundingRect(QRect(0, 0, SIDE_WIDTH_PX, 10_000), Qt.TextFlag.TextWordWrap,
+                                               label.text())
+    assert wrapped.width() <= SIDE_WIDTH_PX
