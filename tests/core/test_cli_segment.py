@@ -129,37 +129,35 @@ def test_a_video_given_to_segment_is_pointed_to_leanseg_video(tmp_path: Path) ->
                              "--out clip_overlay.mp4`)\n")
 
 
-def test_an_image_in_a_folder_that_cannot_be_entered_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+def _segment_an_unreachable_image(tmp_path: Path, *others: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`leanseg segment` run as a plain user on an image in a folder it cannot enter, then `others`; returns the
+    run and that image."""
     plain_user = as_a_plain_user()
     closed = tmp_path / "closed"
     closed.mkdir()
-    cv2.imwrite(str(closed / "x.png"), np.zeros((8, 8, 3), np.uint8))
+    image = closed / "x.png"
+    cv2.imwrite(str(image), np.zeros((8, 8, 3), np.uint8))
     closed.chmod(0)
     try:
-        result = subprocess.run([*plain_user, sys.executable, "-m", "leanseg.core", "segment", str(closed / "x.png"),
-                                 "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+        return subprocess.run([*plain_user, sys.executable, "-m", "leanseg.core", "segment", str(image), *others,
+                               "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300), image
     finally:
         closed.chmod(0o755)
+
+
+def test_an_image_in_a_folder_that_cannot_be_entered_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    result, image = _segment_an_unreachable_image(tmp_path)
     assert result.returncode == 2, result.stderr
-    assert result.stderr == (f"leanseg: error: {closed / 'x.png'}: Permission denied (check the file's permissions "
-                             "and those of the folders above it)\n")
+    assert result.stderr == (f"leanseg: error: {image}: Permission denied (check the file's permissions and those "
+                             "of the folders above it)\n")
 
 
 def test_an_image_that_cannot_be_reached_fails_alone_whatever_its_place(tmp_path: Path, tiny_checkpoint: Path,
                                                                          rgb_image: Path) -> None:
-    plain_user = as_a_plain_user()
-    closed = tmp_path / "closed"
-    closed.mkdir()
-    cv2.imwrite(str(closed / "x.png"), np.zeros((8, 8, 3), np.uint8))
-    closed.chmod(0)
-    try:
-        result = subprocess.run([*plain_user, sys.executable, "-m", "leanseg.core", "segment", str(closed / "x.png"),
-                                 str(rgb_image), "--out", str(tmp_path / "out"), "--model", str(tiny_checkpoint),
-                                 "--threads", "1"], capture_output=True, text=True, timeout=300)
-    finally:
-        closed.chmod(0o755)
+    result, image = _segment_an_unreachable_image(tmp_path, str(rgb_image), "--model", str(tiny_checkpoint),
+                                                  "--threads", "1")
     assert result.returncode == 1, result.stderr
-    assert f"{closed / 'x.png'}: cannot read it (Permission denied)" in result.stderr
+    assert f"{image}: cannot read it (Permission denied)" in result.stderr
     assert (tmp_path / "out" / f"{rgb_image.stem}_labels.png").is_file()
 
 

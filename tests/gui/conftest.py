@@ -144,3 +144,13 @@ def answer_next_box(button: str, asked: list[str], before_pressing: Callable[[],
     timer.timeout.connect(press)
     timer.start()
     return timer
+
+
+@pytest.fixture
+def image_folder(tmp_path: Path) -> Path:
+    """tmp_path/photos with four small images, p0.png .. p3.png: a batch's input."""
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for i in range(4):
+        write_image(folder / f"p{i}.png", 48, 64, seed=i)
+    return folder

@@ -29,15 +29,6 @@ from .conftest import JOB_TIMEOUT_MS, answer_next_box, write_image
 OPTIONS = InferenceOptions(device="cpu", engine="eager")
 
 
-@pytest.fixture
-def image_folder(tmp_path: Path) -> Path:
-    folder = tmp_path / "photos"
-    folder.mkdir()
-    for i in range(4):
-        write_image(folder / f"p{i}.png", 48, 64, seed=i)
-    return folder
-
-
 def _dialog(qtbot, checkpoint: Path, folder: Path) -> BatchDialog:  # type: ignore[no-untyped-def]
     dialog = BatchDialog(None, checkpoint, OPTIONS, in_dir=folder)
     qtbot.addWidget(dialog)

@@ -16,17 +16,9 @@ SAMPLE = Path(__file__).resolve().parents[2] / "assets" / "samples" / "camvid_va
 VIDEO_TIMEOUT_MS = 3 * JOB_TIMEOUT_MS
 
 
-def _folder(tmp_path: Path) -> Path:
-    folder = tmp_path / "photos"
-    folder.mkdir()
-    for i in range(4):
-        write_image(folder / f"p{i}.png", 48, 64, seed=i)
-    return folder
-
-
 def test_closing_mid_batch_asks_and_cancel_keeps_it_running_quit_stops_it(qtbot, make_window, gui_tiny_checkpoint,
-                                                                           tmp_path):
-    folder = _folder(tmp_path)
+                                                                           image_folder):
+    folder = image_folder
     window = make_window(gui_tiny_checkpoint)
     window.open_folder(folder)
     dialog = window.batch_dialog
