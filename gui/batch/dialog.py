@@ -7,7 +7,6 @@ for the main window to show the image with its overlay; activating a failed row 
 from __future__ import annotations
 
 import html
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,9 +35,10 @@ from leanseg.core.jobs.manifest import MANIFEST_NAME, ImageRecord, recorded_outp
 from leanseg.core.predict import InferenceOptions
 
 from ..messages import APP_RECURSE, for_the_app
+from .count import BatchCount
 from .results_table import ResultsTable
 from .runner import BatchRequest, BatchThread
-from .texts import clock, default_output_folder, quote_paths
+from .texts import default_output_folder, quote_paths
 
 _ERROR_STYLE = "<span style='color:#e06c5a'>"  # how the status line begins while it shows an error
 _CHOOSE_FOLDER, _READY = "Choose a folder and press Start.", "Ready: press"  # the status line with nothing to say
@@ -60,12 +60,7 @@ class BatchDialog(QDialog):
         self.running = False
         self.summary: BatchSummary | None = None
         self._thread: BatchThread | None = None
-        self._started_at = 0.0
-        self._done = 0  # images this run has finished
-        self._segmented = 0  # of those, the ones segmented: the rate counts these, not files that failed at once
-        self._todo = 0  # images this run segments
-        self._before = 0  # images finished by an earlier run, skipped by this one
-        self._total = 0  # images in the folder: the bar counts against these
+        self._count = BatchCount()  # how far the run shown has got
         self._results_for = ""  # the input folder the table and bar describe
         self._recorded: tuple[tuple[Path, int, int], dict[str, Any] | None] | None = None  # manifest stat, outputs
         self._build()
@@ -204,9 +199,7 @@ class BatchDialog(QDialog):
 
     def progress_text(self) -> str:
         """How far the running batch has got: '2 of 4 images done' ('starting' before it has counted them)."""
-        if not self._total:
-            return "starting, no image done yet"
-        return f"{self._before + self._done} of {self._total} images done"
+        return self._count.done_text()
 
     def open_row(self, row: int, column: int = 0) -> None:
         """Show row `row`'s image with its labels in the main viewer (via `open_result`); for a failed image, or
@@ -233,25 +226,20 @@ class BatchDialog(QDialog):
     # -- job -> widgets -------------------------------------------------------------------------------------
     def _on_event(self, event: JobEvent) -> None:
         if event.kind == "start":
-            self._todo, self._done, self._segmented, self._started_at = event.count or 0, 0, 0, time.monotonic()
-            before = event.data.get("finished_before", [])
-            self._before = len(before)
-            self._total = int(event.data.get("total", self._before + self._todo))
+            self._count = BatchCount.of_start(event)
             self.progress.setFormat("%v of %m")
-            self.progress.setRange(0, max(self._total, 1))
-            self.progress.setValue(self._before)
-            for record in before:
+            self.progress.setRange(0, max(self._count.total, 1))
+            self.progress.setValue(self._count.before)
+            for record in event.data.get("finished_before", []):
                 self._add_record(ImageRecord.from_json(record), "done before")
             self.status.setText(event.message)
         elif event.kind == "info" and event.data.get("stage") == "segmenting":
-            self.status.setText(self._progress_text(Path(event.path or "").name))
+            self.status.setText(self._count.running_text(Path(event.path or "").name))
         elif event.kind in ("image", "error"):
-            self._done = (event.index or 0) + 1
-            if event.kind == "image":
-                self._segmented += 1
-            self.progress.setValue(self._before + self._done)
+            self._count.count(event)
+            self.progress.setValue(self._count.finished)
             self._add_record(ImageRecord.from_json(event.data), "ok" if event.kind == "image" else "failed")
-            self.status.setText(self._progress_text(Path(event.path or "").name))
+            self.status.setText(self._count.running_text(Path(event.path or "").name))
         self.job_event.emit(event)  # after the widgets show it
 
     def _on_finished(self, summary: BatchSummary) -> None:
@@ -288,16 +276,6 @@ class BatchDialog(QDialog):
         """`message` in red in the status line, until the batch starts or a field changes."""
         self.status.setText(f"{_ERROR_STYLE}{html.escape(message)}</span>")
 
-    def _progress_text(self, name: str) -> str:
-        """'2 of 4 · NAME · 1.50 images/s · ETA 00:02'; the rate and ETA once an image was segmented (a file that
-        failed at once says nothing of how long the rest take), over the whole time this run has taken."""
-        parts = [f"{self._before + self._done} of {self._total}", name]
-        elapsed = time.monotonic() - self._started_at
-        if self._segmented and elapsed > 0:
-            rate = self._segmented / elapsed
-            parts += [f"{rate:.2f} images/s", f"ETA {clock((self._todo - self._done) / rate)}"]
-        return " · ".join(parts)
-
     def _add_record(self, record: ImageRecord, status: str) -> None:
         self.table.add_record(record, status, Path(self.in_edit.text().strip()), Path(self.out_edit.text().strip()))
 
@@ -330,7 +308,7 @@ class BatchDialog(QDialog):
         self.table.clear_results()
         self.summary = None
         self._results_for = ""
-        self._done = self._segmented = self._todo = self._before = self._total = 0
+        self._count = BatchCount()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
         self.progress.setFormat("")

@@ -18,7 +18,7 @@ from leanseg.core.io.outputs import OutputPathError
 from leanseg.core.jobs.batch import require_writable_output
 from leanseg.core.jobs.records import ImageRecord
 from leanseg.core.predict import InferenceOptions
-from leanseg.gui.batch import dialog as dialog_module
+from leanseg.gui.batch import count as count_module
 from leanseg.gui.batch.dialog import BatchDialog
 from leanseg.gui.batch.results_table import COLUMNS
 from leanseg.gui.batch.texts import default_output_folder
@@ -435,7 +435,7 @@ def test_the_rate_counts_segmented_images_over_the_runs_time(qtbot, gui_tiny_che
         def monotonic() -> float:
             return now[0]
 
-    monkeypatch.setattr(dialog_module, "time", Clock)
+    monkeypatch.setattr(count_module, "time", Clock)
     failed = ImageRecord(source="broken.png", status="error", error="broken.png: not an image").to_json()
     done = ImageRecord(source="p0.png", status="ok", width=64, height=48, seconds=1.9).to_json()
     for at, event in ((100.0, JobEvent("start", "4 image(s)", count=4, data={"total": 4, "finished_before": []})),
