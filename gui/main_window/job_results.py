@@ -30,7 +30,7 @@ from .notes import job_peak_text
 from .status_text import StatusField, StatusFields
 
 SEGMENTING_FAILED, READING_FAILED = "Segmentation failed", "Cannot open image"  # the boxes a failed job opens
-ERROR_SHOWN_MS = 10_000  # how long the status bar says an error: as long as MainWindow.show_error keeps one
+ERROR_SHOWN_MS = 10_000  # how long the status bar says an error (MainWindow.show_error, a failed open)
 NOT_OPENED = "not opened"  # the bar after a file failed to open: nothing ran, whatever was shown stays
 
 

@@ -32,7 +32,7 @@ from .about import about_text
 from .banner import ModelBanner
 from .companions import CompanionsMixin
 from .file_actions import FileActionsMixin
-from .job_results import JobResultsMixin
+from .job_results import ERROR_SHOWN_MS, JobResultsMixin
 from .memory_dock import MEMORY_HEIGHT, MemoryDockHeight
 from .menus import build_menus
 from .model_events import ModelEventsMixin
@@ -225,7 +225,7 @@ class MainWindow(FileActionsMixin, CompanionsMixin, JobResultsMixin, ModelEvents
         message = for_the_app(message)
         self.last_error = message
         self.controls.clear_failure()  # an older failure's reason must not stand beside this error
-        self.show_status_error(message, 10000)
+        self.show_status_error(message, ERROR_SHOWN_MS)
         if self.error_box is not None:
             self.error_box.close()  # about something older than this error
         if in_box:

@@ -220,10 +220,9 @@ def test_unreadable_inputs_are_named_as_inputs(tmp_path: Path, tiny_checkpoint: 
     cv2.imwrite(str(inputs / "ok" / "b.png"), np.zeros((32, 48, 3), np.uint8))
     out = tmp_path / "out"
 
-    def batch(*args: str) -> subprocess.CompletedProcess[str]:
+    def batch(*args: str, model: Path = tiny_checkpoint) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*plain_user, sys.executable, "-m", "leanseg.core", "batch", *args, "--out", str(out),
-                               "--model", str(tiny_checkpoint), "--threads", "1"], capture_output=True, text=True,
-                              timeout=300)
+                               "--model", str(model), "--threads", "1"], capture_output=True, text=True, timeout=300)
     try:
         (inputs / "locked").chmod(0)
         result = batch(str(inputs), "--recursive")
@@ -236,9 +235,7 @@ def test_unreadable_inputs_are_named_as_inputs(tmp_path: Path, tiny_checkpoint: 
         (inputs / "locked").chmod(0o755)
         (inputs / "ok" / "deeper").mkdir()
         (inputs / "ok" / "deeper").chmod(0)  # found only past the first image: still said before the model loads
-        result = subprocess.run([*plain_user, sys.executable, "-m", "leanseg.core", "batch", str(inputs), "--recursive",
-                                 "--out", str(out), "--model", str(tmp_path / "no-model.safetensors")],
-                                capture_output=True, text=True, timeout=300)
+        result = batch(str(inputs), "--recursive", model=tmp_path / "no-model.safetensors")
         assert result.returncode == 2
         assert result.stderr == (f"leanseg: error: {inputs / 'ok' / 'deeper'}: cannot read this folder (Permission "
                                  "denied)\n")
